@@ -1,0 +1,1 @@
+"""otel_loopguard: detect AI-agent loops from OpenTelemetry GenAI spans."""

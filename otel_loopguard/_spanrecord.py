@@ -1,0 +1,45 @@
+"""A decoded span, independent of where it came from.
+
+The OTLP readers (files, ``serve``) decode into :class:`SpanRecord`; the
+extractor reads the same fields from a live SDK span, so one extraction path
+serves the processor, ``audit`` and ``serve``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span as decoded from OTLP.
+
+    Attributes:
+        trace_id: 128-bit trace id as an int.
+        span_id: 64-bit span id as an int.
+        parent_span_id: the parent's span id, or None for a root span.
+        name: span name.
+        start_ns: start time, ns since the epoch.
+        end_ns: end time, ns since the epoch.
+        attributes: span attributes; values are str, bool, int, float, bytes,
+            tuples of those, or dicts (OTLP kvlist values).
+        resource: resource attributes of the span's resource.
+        status_error: True when the span status code is ERROR.
+        status_message: the status description, "" when absent.
+        events: (name, time_ns, attributes) of each span event.
+    """
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    resource: Mapping[str, Any] = field(default_factory=dict)
+    status_error: bool = False
+    status_message: str = ""
+    events: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
