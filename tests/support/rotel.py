@@ -1,0 +1,227 @@
+"""Run the real ``rotel-agent`` collector (shipped inside the ``rotel`` PyPI wheel) as a child process.
+
+The agent listens for OTLP over gRPC and HTTP on free 127.0.0.1 ports and forwards traces, logs and metrics over
+OTLP/gRPC to one exporter endpoint (normally a :class:`~tests.support.otlp_receiver.RecordingOTLPReceiver`). Its
+output goes to a temp file whose tail :meth:`RotelCollector.diagnostics` returns for failure messages.
+
+Facts about the pinned ``rotel==0.0.1a15`` wheel (agent reports ``0.0.1-alpha10``), checked with ``start --help``:
+``--exporter otlp`` with ``--otlp-exporter-endpoint`` serves all three signals; the receivers for traces, logs and
+metrics are all on unless ``--otlp-receiver-*-disabled`` is given; batching flushes every 200 ms by default; exporter
+retries start at a 5 s backoff, which :class:`RotelCollector` shortens so outage tests stay quick.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.support.otlp_receiver import free_port
+
+__all__ = ["RotelCollector", "RotelError", "rotel_agent_path", "rotel_available"]
+
+
+class RotelError(RuntimeError):
+    """The collector could not be started or did not become ready."""
+
+
+def rotel_agent_path() -> Path | None:
+    """Path of the ``rotel-agent`` binary inside the installed ``rotel`` package, or None if absent."""
+    try:
+        import rotel
+    except ImportError:
+        return None
+    path = Path(rotel.__file__).parent / "rotel-agent"
+    return path if path.is_file() else None
+
+
+def rotel_available() -> str | None:
+    """Why rotel cannot run here, or None when it can."""
+    if not sys.platform.startswith("linux") and sys.platform != "darwin":
+        return f"rotel-agent does not run on {sys.platform}"
+    path = rotel_agent_path()
+    if path is None:
+        return "the rotel package (with its rotel-agent binary) is not installed; pip install rotel==0.0.1a15"
+    if not os.access(path, os.X_OK):
+        return f"{path} is not executable"
+    try:
+        done = subprocess.run([str(path), "version"], capture_output=True, timeout=10, check=False)
+    except OSError as exc:
+        # A wheel for another architecture fails here with "Exec format error".
+        return f"{path} cannot be executed on {platform.machine()}: {exc}"
+    except subprocess.TimeoutExpired:
+        return f"{path} version did not answer within 10 s"
+    if done.returncode != 0:
+        return f"{path} version exited {done.returncode}: {done.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class RotelCollector:
+    """A running ``rotel-agent`` that forwards all signals to ``exporter_endpoint`` over OTLP/gRPC.
+
+    Usable as a context manager. :meth:`stop` and :meth:`start` may be repeated; the ports stay the same so SDK
+    exporters keep working across a restart.
+
+    Args:
+        exporter_endpoint: ``"127.0.0.1:PORT"`` or ``"http://127.0.0.1:PORT"`` of the OTLP/gRPC backend.
+        batch_timeout: how long rotel batches before exporting (rotel duration syntax, e.g. ``"50ms"``).
+        retry_initial_backoff: first delay before rotel re-sends a failed export.
+        retry_max_elapsed_time: how long rotel keeps retrying one batch before dropping it.
+        extra_args: further ``rotel-agent start`` flags.
+        ready_timeout: seconds to wait for both receiver ports to accept connections.
+    """
+
+    def __init__(
+        self,
+        exporter_endpoint: str,
+        *,
+        batch_timeout: str = "50ms",
+        retry_initial_backoff: str = "100ms",
+        retry_max_backoff: str = "500ms",
+        retry_max_elapsed_time: str = "30s",
+        extra_args: tuple[str, ...] = (),
+        ready_timeout: float = 10.0,
+    ) -> None:
+        if not exporter_endpoint.startswith(("http://", "https://")):
+            exporter_endpoint = "http://" + exporter_endpoint
+        self.exporter_endpoint = exporter_endpoint
+        self._flags = [
+            "--exporter", "otlp",
+            "--otlp-exporter-endpoint", exporter_endpoint,
+            "--otlp-exporter-protocol", "grpc",
+            "--batch-timeout", batch_timeout,
+            "--otlp-exporter-retry-initial-backoff", retry_initial_backoff,
+            "--otlp-exporter-retry-max-backoff", retry_max_backoff,
+            "--otlp-exporter-retry-max-elapsed-time", retry_max_elapsed_time,
+            *extra_args,
+        ]  # fmt: skip
+        self._ready_timeout = ready_timeout
+        self._grpc_port = 0
+        self._http_port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="rotel-"))
+        self.log_path = self._workdir / "rotel.log"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        """``"http://127.0.0.1:PORT"`` of rotel's OTLP/gRPC receiver."""
+        return f"http://127.0.0.1:{self._grpc_port}"
+
+    @property
+    def http_endpoint(self) -> str:
+        """``"http://127.0.0.1:PORT"`` of rotel's OTLP/HTTP receiver (append ``/v1/traces`` etc. per signal)."""
+        return f"http://127.0.0.1:{self._http_port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the agent process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> RotelCollector:
+        """Start the agent and wait until both receivers accept connections.
+
+        The first start picks free ports; later starts reuse them. A lost race for a fresh port is retried.
+
+        Returns:
+            self, for chaining.
+
+        Raises:
+            RotelError: rotel is unavailable, exited early, or was not ready within ``ready_timeout``.
+        """
+        if self.running:
+            raise RotelError("rotel is already running")
+        reason = rotel_available()
+        if reason is not None:
+            raise RotelError(reason)
+        fresh_ports = self._grpc_port == 0
+        for attempt in range(3):
+            if fresh_ports:
+                self._grpc_port, self._http_port = free_port(), free_port()
+            try:
+                self._launch()
+                return self
+            except RotelError:
+                if not fresh_ports or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
+        agent = rotel_agent_path()
+        assert agent is not None
+        cmd = [
+            str(agent), "start",
+            "--otlp-grpc-endpoint", f"127.0.0.1:{self._grpc_port}",
+            "--otlp-http-endpoint", f"127.0.0.1:{self._http_port}",
+            # Only consulted with --daemon, but point them at our own directory so parallel agents never share.
+            "--pid-file", str(self._workdir / "rotel.pid"),
+            "--log-file", str(self._workdir / "rotel-daemon.log"),
+            *self._flags,
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROTEL_")}
+        env["NO_COLOR"] = "1"
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {' '.join(cmd)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + self._ready_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._proc = None
+                raise RotelError(f"rotel exited with {code} during startup\n{self.diagnostics()}")
+            if _port_open(self._grpc_port) and _port_open(self._http_port):
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RotelError(f"rotel not ready within {self._ready_timeout} s\n{self.diagnostics()}")
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """Stop the agent with SIGTERM, escalating to SIGKILL after ``timeout`` seconds (idempotent).
+
+        Returns:
+            the exit code, or None if it was not running.
+        """
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def restart(self) -> RotelCollector:
+        """Stop, then start on the same ports."""
+        self.stop()
+        return self.start()
+
+    def diagnostics(self, max_chars: int = 4000) -> str:
+        """The tail of the agent's combined stdout/stderr, for assertion messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no rotel output)"
+        return f"rotel output ({self.log_path}):\n{text[-max_chars:]}"
+
+    def __enter__(self) -> RotelCollector:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
