@@ -1,0 +1,124 @@
+"""``otel-loopguard audit``: judge stored traces with the same engine the processor uses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from typing import IO, Any, Callable, Iterator
+
+from ._audit import audit_trace
+from ._config import LoopGuardConfig
+from ._engine import LoopEngine
+from ._errors import InputError
+from ._replay import TraceReport, replay_calls
+from ._steps import is_steps_document, load_steps, parse_steps
+
+OtlpAuditor = Callable[[str, LoopGuardConfig, "AuditOptions"], Iterator[TraceReport]]
+
+
+class AuditOptions:
+    """What the command line adds to the configuration for an audit."""
+
+    def __init__(self, at: float | None = None, on_error: Callable[[InputError], None] | None = None) -> None:
+        self.at = at
+        self.on_error = on_error
+
+
+def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) -> TraceReport:
+    """Audit one steps file; the file's max_steps/repeat_limit override the configuration's."""
+    steps = load_steps(path)
+    if steps.max_steps is not None or steps.repeat_limit is not None:
+        config = replace(
+            config,
+            max_steps=steps.max_steps if steps.max_steps is not None else config.max_steps,
+            repeat_limit=steps.repeat_limit if steps.repeat_limit is not None else config.repeat_limit,
+        )
+    observed_at = options.at if options.at is not None else steps.observed_at
+    replay = replay_calls(LoopEngine(config), steps.calls, observed_at)
+    seed = audit_trace(steps.steps, config.max_steps, config.repeat_limit)
+    return replay.report(path, None, seed, with_cost=False)
+
+
+def _sniff_steps(path: str) -> bool:
+    """True when ``path`` holds a steps document (cheap: only small plain-JSON files are candidates)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            if head[:2] == b"\x1f\x8b":
+                return False
+            fh.seek(0)
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=path) from None
+    stripped = text.lstrip()
+    if stripped[:1] == b"[":
+        return True
+    if stripped[:1] != b"{":
+        return False
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return False  # maybe JSON Lines; the OTLP reader reports what is wrong
+    return is_steps_document(doc)
+
+
+def audit_paths(
+    paths: list[str], config: LoopGuardConfig, options: AuditOptions, otlp: OtlpAuditor | None
+) -> Iterator[TraceReport | InputError]:
+    """Audit every path; an unreadable or invalid file yields its error and the rest go on."""
+    for path in paths:
+        try:
+            if _sniff_steps(path):
+                yield audit_steps_file(path, config, options)
+            elif otlp is None:
+                raise InputError("OTLP input is not supported in this build", source=path)
+            else:
+                yield from otlp(path, config, options)
+        except InputError as exc:
+            yield exc
+
+
+def format_report(report: TraceReport, out: IO[str], color: bool = False) -> None:
+    """Print the readable form of one trace's report."""
+    v = report.verdict
+    name = report.source + (f" trace {report.trace_id}" if report.trace_id else "")
+    detail = f" (rule {v.rule}" + (f", period {v.period}" if v.period else "") + ")"
+    paint = _painter(color)
+    out.write(f"{name}: {paint(v.kind)}{detail} after {report.steps_used} tool call(s)\n")
+    if report.cost is not None:
+        extra = f", {report.cost.unpriced_tokens} unpriced tokens" if report.cost.unpriced_tokens else ""
+        out.write(f"  cost: ${report.cost.usd:.4f}{extra}\n")
+    out.write(f"  seed-000 audit: {'ok' if report.ok else 'violations: ' + ', '.join(report.violations)}\n")
+    for t in report.transitions:
+        period = f", period {t.verdict.period}" if t.verdict.period else ""
+        out.write(f"  after call {t.step}: {t.previous} -> {paint(t.verdict.kind)} (rule {t.verdict.rule}{period})\n")
+    for i in report.interventions:
+        out.write(f"  after call {i.step}: {paint(i.action)}: {i.message}\n")
+
+
+_COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",
+           "working": "32"}
+
+
+def _painter(color: bool) -> Callable[[str], str]:
+    if not color:
+        return lambda text: text
+    return lambda text: f"\x1b[{_COLORS.get(text, '0')}m{text}\x1b[0m"
+
+
+def report_json(report: TraceReport) -> str:
+    """One line of ``audit --json`` output."""
+    return json.dumps(report.as_dict(), sort_keys=False)
+
+
+def write_error(exc: InputError, err: IO[str] = sys.stderr) -> None:
+    """Print an input error as one line."""
+    err.write(f"otel-loopguard: error: {exc}\n")
+
+
+def steps_report_from_doc(doc: Any, source: str, config: LoopGuardConfig) -> TraceReport:
+    """Audit a decoded steps document (used by tests and the demo)."""
+    steps = parse_steps(doc, source)
+    replay = replay_calls(LoopEngine(config), steps.calls, steps.observed_at)
+    return replay.report(source, None, audit_trace(steps.steps, config.max_steps, config.repeat_limit), with_cost=False)

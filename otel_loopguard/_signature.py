@@ -1,0 +1,211 @@
+"""Action signatures and progress evidence: canonical, volatile-free forms of a call and its effect.
+
+The canonical form of a value is compact JSON with keys sorted at every depth,
+volatile keys removed, integral floats folded to ints and non-JSON values
+(bytes, sets, objects) given a stable spelling. Two calls compare equal when
+their tool and canonical arguments are equal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Bumped whenever canonicalisation or evidence digests change, so that a new
+#: normalizer is never mistaken for a change in agent behaviour (seed 004).
+NORMALIZER_VERSION = "loopguard-norm/1"
+
+#: Canonical arguments of a call whose arguments were not recorded.
+UNKNOWN = "\x00unknown"
+#: Evidence of a call that failed: never progress, whatever the error says.
+FAILED = "failed"
+
+_MAX_DEPTH = 64
+_CACHE_ENTRIES = 4096
+# Only short raw strings are cached so the cache stays small (<= ~8 MiB of keys).
+_CACHE_MAX_KEY = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSignature:
+    """What a call did, with noise removed.
+
+    Attributes:
+        tool: the tool name.
+        canonical: the canonical arguments, or :data:`UNKNOWN` when they were not recorded.
+    """
+
+    tool: str
+    canonical: str
+
+    @property
+    def known(self) -> bool:
+        """False when the arguments were not recorded."""
+        return self.canonical != UNKNOWN
+
+    @property
+    def key(self) -> str:
+        """A single string that identifies the signature (tool and arguments)."""
+        return self.tool + "\x1f" + self.canonical
+
+    def digest(self, key: bytes) -> str:
+        """A keyed digest safe to emit: it reveals nothing about the arguments without ``key``."""
+        return keyed_digest(key, self.key)
+
+
+def keyed_digest(key: bytes, text: str) -> str:
+    """HMAC-SHA256 of ``text`` under ``key``, as 32 hex digits."""
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+class Canonicalizer:
+    """Canonical forms of arguments and results, with volatile keys removed.
+
+    Args:
+        volatile_keys: folded key names (see ``normalize_key``) removed at any depth.
+        max_bytes: strings longer than this are digested whole instead of parsed.
+
+    Instances are safe to share between threads: the cache is a plain dict
+    whose single-key reads and writes are atomic under the GIL, and it is
+    cleared rather than trimmed when full so no two-step update can interleave.
+    """
+
+    def __init__(self, volatile_keys: frozenset[str], max_bytes: int = 65_536) -> None:
+        self._volatile = volatile_keys
+        self._max_bytes = max_bytes
+        self._cache: dict[tuple[str, frozenset[str]], str] = {}
+
+    def canonical(self, value: Any, ignore: frozenset[str] = frozenset()) -> str:
+        """Return the canonical text of ``value`` (a dict, list, scalar or JSON string).
+
+        A string that parses as a JSON object or array is canonicalised as that
+        JSON; any other string stands for itself. Never raises.
+        """
+        if isinstance(value, str):
+            if len(value) > _CACHE_MAX_KEY:
+                return self._canonical_text(value, ignore)
+            cache_key = (value, ignore)
+            hit = self._cache.get(cache_key)
+            if hit is not None:
+                return hit
+            result = self._canonical_text(value, ignore)
+            if len(self._cache) >= _CACHE_ENTRIES:
+                self._cache.clear()
+            self._cache[cache_key] = result
+            return result
+        try:
+            return _dump(self._clean(value, ignore, 0))
+        except (RecursionError, ValueError, TypeError):
+            return "#" + _digest(repr(value)[: self._max_bytes])
+
+    def _canonical_text(self, text: str, ignore: frozenset[str]) -> str:
+        if len(text) > self._max_bytes:
+            # Parsing a huge argument costs the host; its digest still compares equal
+            # for equal text, which is what loop detection needs.
+            return "#" + _digest(text)
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                return _dump(text)
+            try:
+                return _dump(self._clean(parsed, ignore, 0))
+            except (RecursionError, ValueError, TypeError):
+                return "#" + _digest(text)
+        return _dump(text)
+
+    def _clean(self, value: Any, ignore: frozenset[str], depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise ValueError("too deep")
+        if isinstance(value, dict):
+            volatile = self._volatile
+            out = {}
+            for k, v in value.items():
+                name = k if isinstance(k, str) else repr(k)
+                folded = name.lower().replace("_", "").replace("-", "")
+                if folded in volatile or folded in ignore:
+                    continue
+                out[name] = self._clean(v, ignore, depth + 1)
+            return out
+        if isinstance(value, (list, tuple)):
+            return [self._clean(v, ignore, depth + 1) for v in value]
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            return value
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+                return int(value)
+            if math.isnan(value):
+                return "\x00NaN"
+            if math.isinf(value):
+                return "\x00Inf" if value > 0 else "\x00-Inf"
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return "\x00bytes:" + hashlib.blake2b(bytes(value), digest_size=12).hexdigest()
+        if isinstance(value, (set, frozenset)):
+            return sorted((self._clean(v, ignore, depth + 1) for v in value), key=_dump)
+        return "\x00obj:" + repr(value)[:256]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Normalizer:
+    """Turns raw call data into signatures and evidence for the engine.
+
+    Args:
+        canonicalizer: the shared canonical-form builder.
+        ignore_args: per-tool folded argument names to drop as well.
+    """
+
+    version = NORMALIZER_VERSION
+
+    def __init__(self, canonicalizer: Canonicalizer, ignore_args: dict[str, frozenset[str]]) -> None:
+        self._canon = canonicalizer
+        self._ignore = ignore_args
+        self._result_cache: dict[str, str] = {}
+
+    def signature(self, tool: str, arguments: Any, captured: bool = True) -> ActionSignature:
+        """The action signature of a call; ``captured=False`` gives the unknown signature."""
+        if not captured:
+            return ActionSignature(tool, UNKNOWN)
+        if arguments is None:
+            arguments = {}
+        return ActionSignature(tool, self._canon.canonical(arguments, self._ignore.get(tool, frozenset())))
+
+    def evidence(self, *, error: str | None, progress: str | None, result: Any, result_captured: bool) -> str | None:
+        """Progress evidence of a call: ``failed``, the explicit fingerprint, a result digest, or None (missing)."""
+        if error is not None:
+            return FAILED
+        if progress is not None:
+            return "p:" + progress
+        if not result_captured:
+            return None
+        if isinstance(result, str) and len(result) <= _CACHE_MAX_KEY:
+            hit = self._result_cache.get(result)
+            if hit is None:
+                hit = "r:" + _digest(self._canon.canonical(result))
+                if len(self._result_cache) >= _CACHE_ENTRIES:
+                    self._result_cache.clear()
+                self._result_cache[result] = hit
+            return hit
+        return "r:" + _digest(self._canon.canonical(result))
+
+
+def make_normalizer(volatile_keys: frozenset[str], max_bytes: int, tools: dict[str, Any]) -> Normalizer:
+    """Build the :class:`Normalizer` for a configuration's volatile keys and per-tool ignore lists."""
+    ignore = {name: t.ignore_args for name, t in tools.items() if t.ignore_args}
+    return Normalizer(Canonicalizer(volatile_keys, max_bytes), ignore)
+
+
