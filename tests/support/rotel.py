@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,8 +32,15 @@ class RotelError(RuntimeError):
     """The collector could not be started or did not become ready."""
 
 
-def rotel_agent_path() -> Path | None:
-    """Path of the ``rotel-agent`` binary inside the installed ``rotel`` package, or None if absent."""
+def rotel_agent_path(override: str | os.PathLike[str] | None = None) -> Path | None:
+    """Path of the ``rotel-agent`` binary, or None if absent.
+
+    Args:
+        override: use this binary instead of the one inside the installed ``rotel`` package.
+    """
+    if override is not None:
+        path = Path(override)
+        return path if path.is_file() else None
     try:
         import rotel
     except ImportError:
@@ -41,12 +49,18 @@ def rotel_agent_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def rotel_available() -> str | None:
-    """Why rotel cannot run here, or None when it can."""
+def rotel_available(agent: str | os.PathLike[str] | None = None) -> str | None:
+    """Why rotel cannot run here, or None when it can.
+
+    Args:
+        agent: check this binary instead of the one inside the installed ``rotel`` package.
+    """
     if not sys.platform.startswith("linux") and sys.platform != "darwin":
         return f"rotel-agent does not run on {sys.platform}"
-    path = rotel_agent_path()
+    path = rotel_agent_path(agent)
     if path is None:
+        if agent is not None:
+            return f"rotel-agent binary {agent} does not exist"
         return "the rotel package (with its rotel-agent binary) is not installed; pip install rotel==0.0.1a15"
     if not os.access(path, os.X_OK):
         return f"{path} is not executable"
@@ -81,8 +95,10 @@ class RotelCollector:
         batch_timeout: how long rotel batches before exporting (rotel duration syntax, e.g. ``"50ms"``).
         retry_initial_backoff: first delay before rotel re-sends a failed export.
         retry_max_elapsed_time: how long rotel keeps retrying one batch before dropping it.
+        retry_max_backoff: longest delay between re-sends.
         extra_args: further ``rotel-agent start`` flags.
         ready_timeout: seconds to wait for both receiver ports to accept connections.
+        agent: path of a ``rotel-agent`` binary to use instead of the packaged one.
     """
 
     def __init__(
@@ -95,7 +111,9 @@ class RotelCollector:
         retry_max_elapsed_time: str = "30s",
         extra_args: tuple[str, ...] = (),
         ready_timeout: float = 10.0,
+        agent: str | os.PathLike[str] | None = None,
     ) -> None:
+        self._agent = agent
         if not exporter_endpoint.startswith(("http://", "https://")):
             exporter_endpoint = "http://" + exporter_endpoint
         self.exporter_endpoint = exporter_endpoint
@@ -144,7 +162,7 @@ class RotelCollector:
         """
         if self.running:
             raise RotelError("rotel is already running")
-        reason = rotel_available()
+        reason = rotel_available(self._agent)
         if reason is not None:
             raise RotelError(reason)
         fresh_ports = self._grpc_port == 0
@@ -160,8 +178,9 @@ class RotelCollector:
         raise AssertionError("unreachable")
 
     def _launch(self) -> None:
-        agent = rotel_agent_path()
-        assert agent is not None
+        agent = rotel_agent_path(self._agent)
+        if agent is None:
+            raise RotelError("rotel-agent binary vanished")
         cmd = [
             str(agent), "start",
             "--otlp-grpc-endpoint", f"127.0.0.1:{self._grpc_port}",
@@ -212,6 +231,39 @@ class RotelCollector:
         self.stop()
         return self.start()
 
+    def wait_for_output(self, text: str, timeout: float = 5.0, *, after: int = 0) -> bool:
+        """Wait until the agent has written ``text`` (e.g. ``"Exporting failed"``) to its output.
+
+        rotel offers no event for its internal state, so this polls its output file every 20 ms.
+
+        Args:
+            text: substring to look for.
+            timeout: seconds to wait.
+            after: only search output beyond this byte offset (see :meth:`output_size`).
+
+        Returns:
+            whether the text appeared in time.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self.log_path.open("rb") as log:
+                    log.seek(after)
+                    if text.encode() in log.read():
+                        return True
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def output_size(self) -> int:
+        """Bytes of agent output so far, to pass as ``after`` to :meth:`wait_for_output`."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
     def diagnostics(self, max_chars: int = 4000) -> str:
         """The tail of the agent's combined stdout/stderr, for assertion messages."""
         try:
@@ -219,6 +271,10 @@ class RotelCollector:
         except OSError:
             return "(no rotel output)"
         return f"rotel output ({self.log_path}):\n{text[-max_chars:]}"
+
+    def remove_files(self) -> None:
+        """Delete the temp directory holding the agent's output (stop first)."""
+        shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> RotelCollector:
         return self.start()
