@@ -1,0 +1,1 @@
+"""Tests for collector-config/: Collector pipelines, Prometheus rules, Grafana dashboard."""
