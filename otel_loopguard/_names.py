@@ -106,3 +106,12 @@ UNIT_USD = "USD"
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.
 OTHER_TOOL = "_OTHER"
+
+# --- Set by the application on tool spans (read) -----------------------------
+LOOPGUARD_PROGRESS = "loopguard.progress"
+LOOPGUARD_WAIT_OWNER = "loopguard.wait.owner"
+LOOPGUARD_WAIT_DEADLINE = "loopguard.wait.deadline"
+
+LOOPGUARD_EVICTION_REASON = "loopguard.eviction.reason"
+EVENT_EXCEPTION = "exception"
+EXCEPTION_TYPE = "exception.type"

@@ -1,0 +1,276 @@
+"""Span → tool call: read GenAI, OpenInference and OpenLLMetry spans into engine values.
+
+Works on plain attribute mappings, so the processor (live SDK spans), ``audit``
+and ``serve`` (decoded OTLP) share one reading of every convention.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from . import _names as n
+from ._cost import Usage
+from ._model import Lease, ToolCall
+
+ROLE_TOOL = "tool"
+ROLE_LLM = "llm"
+ROLE_AGENT = "agent"
+
+#: A span carries at least one of these keys when it can matter to loopguard;
+#: checking for them first keeps unrelated spans cheap.
+MARKER_KEYS = frozenset({n.GEN_AI_OPERATION_NAME, n.OPENINFERENCE_SPAN_KIND, n.TRACELOOP_SPAN_KIND})
+
+_OI_ROLES = {n.OI_KIND_TOOL: ROLE_TOOL, n.OI_KIND_LLM: ROLE_LLM, n.OI_KIND_AGENT: ROLE_AGENT}
+_TL_ROLES = {n.TL_KIND_TOOL: ROLE_TOOL, n.TL_KIND_AGENT: ROLE_AGENT}
+
+_NS = 1e-9
+_CACHE_ENTRIES = 2048
+_MAX_ERROR_LEN = 200
+_REDACTED = "__REDACTED__"
+
+
+def span_role(attrs: Mapping[str, Any]) -> str | None:
+    """The role of a span (tool, llm or agent) in any of the three conventions, or None."""
+    op = attrs.get(n.GEN_AI_OPERATION_NAME)
+    if op is not None:
+        if op == n.OP_EXECUTE_TOOL:
+            return ROLE_TOOL
+        if op == n.OP_INVOKE_AGENT:
+            return ROLE_AGENT
+        if op in n.LLM_OPERATIONS:
+            return ROLE_LLM
+    kind = attrs.get(n.OPENINFERENCE_SPAN_KIND)
+    if kind is not None:
+        return _OI_ROLES.get(kind)
+    kind = attrs.get(n.TRACELOOP_SPAN_KIND)
+    if kind is not None:
+        return _TL_ROLES.get(kind)
+    return None
+
+
+def agent_name(attrs: Mapping[str, Any], default: str | None = None) -> str | None:
+    """The agent's name from any convention."""
+    name = attrs.get(n.GEN_AI_AGENT_NAME) or attrs.get(n.OI_AGENT_NAME) or attrs.get(n.TRACELOOP_ENTITY_NAME)
+    return str(name) if name else default
+
+
+def conversation_id(attrs: Mapping[str, Any]) -> str | None:
+    """The conversation (session) id, when the span has one."""
+    value = attrs.get(n.GEN_AI_CONVERSATION_ID) or attrs.get(n.OI_SESSION_ID)
+    return str(value) if value else None
+
+
+def is_mcp_client(attrs: Mapping[str, Any]) -> bool:
+    """True for an MCP client span (it may repeat the call of its parent ``execute_tool`` span)."""
+    return attrs.get(n.MCP_METHOD_NAME) is not None
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def llm_usage(attrs: Mapping[str, Any]) -> tuple[str | None, Usage] | None:
+    """The model id and token usage of an LLM span, or None when it reports no usage."""
+    if attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS) is not None or attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS) is not None:
+        model = attrs.get(n.GEN_AI_RESPONSE_MODEL) or attrs.get(n.GEN_AI_REQUEST_MODEL)
+        write = attrs.get(n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
+        if write is None:
+            write = attrs.get(n.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS)
+        # The GenAI conventions count cached tokens inside input_tokens.
+        usage = Usage(
+            _int(attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS)),
+            _int(attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS)),
+            _int(attrs.get(n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
+            _int(write),
+            cache_included_in_input=True,
+        )
+        return (str(model) if model else None), usage
+    if attrs.get(n.OI_TOKEN_PROMPT) is not None or attrs.get(n.OI_TOKEN_COMPLETION) is not None:
+        model = attrs.get(n.OI_LLM_MODEL_NAME)
+        # OpenInference's prompt count includes its cache details, like the GenAI one.
+        usage = Usage(
+            _int(attrs.get(n.OI_TOKEN_PROMPT)),
+            _int(attrs.get(n.OI_TOKEN_COMPLETION)),
+            _int(attrs.get(n.OI_TOKEN_CACHE_READ)),
+            _int(attrs.get(n.OI_TOKEN_CACHE_WRITE)),
+            cache_included_in_input=True,
+        )
+        return (str(model) if model else None), usage
+    return None
+
+
+def error_class(
+    attrs: Mapping[str, Any],
+    status_error: bool,
+    status_message: str | None,
+    events: Iterable[tuple[str, Mapping[str, Any]]] = (),
+) -> str | None:
+    """The error class of a failed call: ``error.type``, else the exception event's type, else the status text."""
+    value = attrs.get(n.ERROR_TYPE)
+    if value:
+        return str(value)
+    if not status_error:
+        return None
+    for name, event_attrs in events:
+        if name == n.EVENT_EXCEPTION and event_attrs.get(n.EXCEPTION_TYPE):
+            return str(event_attrs[n.EXCEPTION_TYPE])
+    return (status_message or "error")[:_MAX_ERROR_LEN]
+
+
+class Extractor:
+    """Turns tool spans into :class:`ToolCall` values, unwrapping framework envelopes.
+
+    Envelope unwrapping parses JSON, so its results are cached by raw text: a
+    loop repeats the same text, and the cache makes each repeat a dict lookup.
+    """
+
+    def __init__(self) -> None:
+        self._args_cache: dict[str, Any] = {}
+        self._result_cache: dict[str, Any] = {}
+
+    def tool_call(
+        self,
+        attrs: Mapping[str, Any],
+        *,
+        span_name: str,
+        start_ns: int | None,
+        end_ns: int | None,
+        status_error: bool = False,
+        status_message: str | None = None,
+        events: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    ) -> ToolCall:
+        """Read one tool span (of any convention) as a :class:`ToolCall`."""
+        tool = (
+            attrs.get(n.GEN_AI_TOOL_NAME)
+            or attrs.get(n.OI_TOOL_NAME)
+            or attrs.get(n.TRACELOOP_ENTITY_NAME)
+            or span_name
+            or "unknown"
+        )
+        args = attrs.get(n.GEN_AI_TOOL_CALL_ARGUMENTS)
+        if args is None:
+            args = attrs.get(n.OI_INPUT_VALUE)
+        if args is None:
+            args = attrs.get(n.TRACELOOP_ENTITY_INPUT)
+        result = attrs.get(n.GEN_AI_TOOL_CALL_RESULT)
+        if result is None:
+            result = attrs.get(n.OI_OUTPUT_VALUE)
+        if result is None:
+            result = attrs.get(n.TRACELOOP_ENTITY_OUTPUT)
+        lease = None
+        owner = attrs.get(n.LOOPGUARD_WAIT_OWNER)
+        deadline = attrs.get(n.LOOPGUARD_WAIT_DEADLINE)
+        if deadline is not None:
+            try:
+                lease = Lease(str(owner or ""), float(deadline))
+            except (TypeError, ValueError):
+                lease = None
+        # OpenInference's hide_inputs/hide_outputs leave a placeholder: that is "not recorded", not a value.
+        if args == _REDACTED:
+            args = None
+        if result == _REDACTED:
+            result = None
+        progress = attrs.get(n.LOOPGUARD_PROGRESS)
+        return ToolCall(
+            tool=str(tool),
+            arguments=self._unwrap_args(args) if args is not None else None,
+            arguments_captured=args is not None,
+            result=self._unwrap_result(result) if result is not None else None,
+            result_captured=result is not None,
+            error=error_class(attrs, status_error, status_message, events),
+            progress=str(progress) if progress is not None else None,
+            start=start_ns * _NS if start_ns else None,
+            end=end_ns * _NS if end_ns else None,
+            lease=lease,
+        )
+
+    def _unwrap_args(self, args: Any) -> Any:
+        # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
+        if isinstance(args, str):
+            if '"input_str"' not in args and '"inputs"' not in args:
+                return args
+            return _cached(self._args_cache, args, _unwrap_args_text)
+        if isinstance(args, Mapping):
+            return _inner_args(args)
+        return args
+
+    def _unwrap_result(self, result: Any) -> Any:
+        # Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
+        if isinstance(result, str):
+            if '"tool_call_id"' not in result and '"kwargs"' not in result:
+                return result
+            return _cached(self._result_cache, result, _unwrap_result_text)
+        if isinstance(result, Mapping):
+            return _inner_result(result)
+        return result
+
+
+def _cached(cache: dict[str, Any], text: str, fn: Any) -> Any:
+    hit = cache.get(text, cache)
+    if hit is not cache:
+        return hit
+    value = fn(text)
+    if len(cache) >= _CACHE_ENTRIES:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _unwrap_args_text(text: str) -> Any:
+    doc = _loads(text)
+    if isinstance(doc, dict):
+        inner = _inner_args(doc)
+        if inner is not doc:
+            # Back to text, so the canonicalizer's text cache serves every repeat.
+            return inner if isinstance(inner, str) else json.dumps(inner, default=repr)
+    return text
+
+
+def _inner_args(doc: Mapping[str, Any]) -> Any:
+    inputs = doc.get("inputs")
+    if inputs is not None and ("input_str" in doc or "metadata" in doc or "tags" in doc):
+        return inputs
+    if "input_str" in doc and inputs is None:
+        # No structured inputs: the repr string is the best stable form of the arguments.
+        return doc["input_str"]
+    return doc
+
+
+def _unwrap_result_text(text: str) -> Any:
+    doc = _loads(text)
+    if isinstance(doc, dict):
+        inner = _inner_result(doc)
+        if inner is not doc:
+            return inner
+    return text
+
+
+def _inner_result(doc: Mapping[str, Any]) -> Any:
+    # OpenLLMetry: {"output": {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}, "kwargs": {...}}
+    output = doc.get("output")
+    if isinstance(output, Mapping):
+        kwargs = output.get("kwargs")
+        if isinstance(kwargs, Mapping) and "content" in kwargs:
+            return kwargs["content"]
+    # OpenInference: {"type": "tool", "data": {"content": ..., "tool_call_id": ...}}
+    data = doc.get("data")
+    if isinstance(data, Mapping) and "content" in data and "tool_call_id" in data:
+        return data["content"]
+    # A bare serialised ToolMessage: {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}
+    kwargs = doc.get("kwargs")
+    if isinstance(kwargs, Mapping) and "content" in kwargs and "tool_call_id" in kwargs:
+        return kwargs["content"]
+    if "content" in doc and "tool_call_id" in doc:
+        return doc["content"]
+    return doc

@@ -1,0 +1,393 @@
+"""``LoopGuardSpanProcessor``: the OpenTelemetry shell around the engine."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from . import _names as n
+from ._config import LoopGuardConfig
+from ._emit import Emitter, VerdictEvent
+from ._engine import LoopEngine, TraceState
+from ._extract import (
+    MARKER_KEYS,
+    ROLE_AGENT,
+    ROLE_LLM,
+    ROLE_TOOL,
+    Extractor,
+    agent_name,
+    conversation_id,
+    is_mcp_client,
+    llm_usage,
+    span_role,
+)
+from ._model import NO_INTERVENTION, Intervention, Observation, Verdict
+from ._store import StateStore
+
+_logger = logging.getLogger(__name__)
+
+Listener = Callable[[VerdictEvent], None]
+
+
+class _Agent:
+    __slots__ = ("span_id", "name", "span", "tool_calls")
+
+    def __init__(self, span_id: int, name: str | None, span: Span) -> None:
+        self.span_id = span_id
+        self.name = name
+        self.span = span
+        self.tool_calls = 0
+
+
+class _OpenTrace:
+    """Spans of one trace that are still open: its local root, agent spans and tool spans."""
+
+    __slots__ = ("root", "agents", "tools")
+
+    def __init__(self) -> None:
+        self.root: Span | None = None
+        self.agents: list[_Agent] = []
+        self.tools: set[int] = set()
+
+
+class _OpenSpans:
+    """Bounded map trace id → open spans; the oldest trace is dropped beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._traces: OrderedDict[int, _OpenTrace] = OrderedDict()
+        self.lock = threading.Lock()
+        self.dropped = 0
+
+    def get(self, trace_id: int, create: bool) -> _OpenTrace | None:
+        """The open spans of a trace (caller holds ``lock``)."""
+        entry = self._traces.get(trace_id)
+        if entry is None and create:
+            entry = self._traces[trace_id] = _OpenTrace()
+            if len(self._traces) > self._limit:
+                self._traces.popitem(last=False)
+                self.dropped += 1
+        return entry
+
+    def pop(self, trace_id: int) -> _OpenTrace | None:
+        """Forget a trace (caller holds ``lock``)."""
+        return self._traces.pop(trace_id, None)
+
+
+class _ErrorLog:
+    """Counts hook failures and logs each kind once, so a bad span stream cannot flood the host's logs."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self._emitter = emitter
+        self._logged: set[str] = set()
+        self.count = 0
+
+    def __call__(self, where: str, exc: BaseException) -> None:
+        try:
+            kind = type(exc).__name__
+            self.count += 1
+            self._emitter.error(kind)
+            if kind not in self._logged:
+                self._logged.add(kind)
+                _logger.warning("otel_loopguard: %s failed (%s: %s); counting further failures silently",
+                                where, kind, exc, exc_info=exc)
+        except Exception:  # noqa: BLE001 - the error path itself must never raise into the host
+            pass
+
+
+class LoopGuardSpanProcessor(SpanProcessor):
+    """Watches GenAI tool spans, judges each trace for loops and emits verdicts through OTLP.
+
+    Add it to a ``TracerProvider`` with ``add_span_processor``. Work is done in
+    ``on_end`` (and bookkeeping of open agent and root spans in ``on_start``);
+    hooks never raise and never do I/O: events and metrics leave through the
+    logger and meter providers' own batching processors and exporters.
+
+    Args:
+        config: settings; :meth:`LoopGuardConfig.load` (environment, ``LOOPGUARD_CONFIG`` file) when None.
+        logger_provider: receives ``loopguard.verdict`` events; the global one when None.
+        meter_provider: receives the metrics; the global one when None.
+
+    Raises:
+        ConfigError: the configuration is invalid.
+    """
+
+    def __init__(
+        self,
+        config: LoopGuardConfig | None = None,
+        *,
+        logger_provider: LoggerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self.config = config if config is not None else LoopGuardConfig.load()
+        self._engine = LoopEngine(self.config)
+        self._extractor = Extractor()
+        self._logger_provider = logger_provider
+        self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
+                                self._engine.normalizer_version)
+        self._store: StateStore[TraceState] = StateStore(
+            self._new_state, self.config.max_traces, self.config.trace_ttl_seconds, self._evicted
+        )
+        self._open = _OpenSpans(self.config.max_traces)
+        self._fail = _ErrorLog(self._emitter)
+        self._listeners: list[Listener] = []
+        # Conversation keys are used only when asked for; the alias map lets verdict(trace_id) find them.
+        self._aliases: OrderedDict[int, Hashable] = OrderedDict()
+        self._stamps = {
+            n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
+        }
+        self._is_shutdown = False
+
+    # -- SpanProcessor hooks -------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Stamp versions; remember open root, agent and tool spans of the trace."""
+        try:
+            if self._stamps:
+                span.set_attributes(self._stamps)
+            parent = span.parent
+            is_root = parent is None or parent.is_remote
+            attrs = span.attributes
+            role = span_role(attrs) if attrs and not MARKER_KEYS.isdisjoint(attrs) else None
+            if not is_root and role is None:
+                return
+            ctx = span.get_span_context()
+            with self._open.lock:
+                entry = self._open.get(ctx.trace_id, create=True)
+                if is_root:
+                    entry.root = span
+                if role == ROLE_AGENT:
+                    entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
+                elif role == ROLE_TOOL:
+                    entry.tools.add(ctx.span_id)
+        except Exception as exc:  # noqa: BLE001 - never raise into the host application
+            self._fail("on_start", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Judge tool calls, add model usage, and release a trace when its root ends."""
+        if self._is_shutdown:
+            return
+        try:
+            attrs = span.attributes
+            if attrs and not MARKER_KEYS.isdisjoint(attrs):
+                role = span_role(attrs)
+                if role == ROLE_TOOL:
+                    self._tool_ended(span, attrs)
+                elif role == ROLE_LLM:
+                    self._llm_ended(span, attrs)
+                elif role == ROLE_AGENT:
+                    self._agent_ended(span)
+            parent = span.parent
+            if parent is None or parent.is_remote:
+                self._root_ended(span.context.trace_id)
+        except Exception as exc:  # noqa: BLE001 - never raise into the host application
+            self._fail("on_end", exc)
+
+    def shutdown(self) -> None:
+        """Release every trace (recording its final metrics); later spans are ignored. Safe to call twice."""
+        if self._is_shutdown:
+            return
+        self._is_shutdown = True
+        for key, _ in self._store.items():
+            state = self._store.pop(key)
+            if state is not None:
+                self._finished(state, None)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the logger provider, so pending verdict events leave now."""
+        provider = self._logger_provider
+        flush = getattr(provider, "force_flush", None)
+        if flush is None:
+            return True
+        try:
+            return bool(flush(timeout_millis))
+        except Exception as exc:  # noqa: BLE001
+            self._fail("force_flush", exc)
+            return False
+
+    # -- harness API ---------------------------------------------------------
+
+    def verdict(self, trace_id: int) -> Verdict | None:
+        """The current verdict of a trace, or None when it is not tracked (no tool call yet, or finished)."""
+        state = self._store.get(self._aliases.get(trace_id, trace_id))
+        return state.verdict if state is not None else None
+
+    def check(self, trace_id: int | None = None) -> Intervention:
+        """What the harness should do now for a trace (the current span's trace when None).
+
+        Returns:
+            ``stop`` once the trace was stopped (it stays stopped), ``nudge`` right after the call that
+            triggered one, else an intervention whose action is ``none``.
+        """
+        if trace_id is None:
+            trace_id = trace.get_current_span().get_span_context().trace_id
+        state = self._store.get(self._aliases.get(trace_id, trace_id))
+        if state is None:
+            return NO_INTERVENTION
+        if state.stop is not None:
+            return state.stop
+        return state.last_intervention or NO_INTERVENTION
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event)`` on every transition and intervention, on the thread that ended the span.
+
+        A listener that raises is counted as a processor error; it never reaches the application.
+        """
+        self._listeners.append(listener)
+
+    @property
+    def errors(self) -> int:
+        """Failures caught inside the hooks so far."""
+        return self._fail.count
+
+    @property
+    def tracked_traces(self) -> int:
+        """Traces with state now."""
+        return len(self._store)
+
+    # -- internals -----------------------------------------------------------
+
+    def _new_state(self) -> TraceState:
+        self._emitter.trace_started()
+        return self._engine.new_state()
+
+    def _state_key(self, trace_id: int, attrs: Any) -> Hashable:
+        if not self.config.per_conversation:
+            return trace_id
+        conversation = conversation_id(attrs)
+        if conversation is None:
+            return trace_id
+        key = ("conversation", conversation)
+        aliases = self._aliases
+        if trace_id not in aliases:
+            aliases[trace_id] = key
+            if len(aliases) > self.config.max_traces:
+                aliases.popitem(last=False)
+        return key
+
+    def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
+        ctx = span.context
+        trace_id = ctx.trace_id
+        parent = span.parent
+        with self._open.lock:
+            entry = self._open.get(trace_id, create=False)
+            if entry is not None:
+                entry.tools.discard(ctx.span_id)
+                if is_mcp_client(attrs) and parent is not None and parent.span_id in entry.tools:
+                    return  # the enclosing execute_tool span is the same call; count it once
+                agent = entry.agents[-1] if entry.agents else None
+                if agent is not None:
+                    agent.tool_calls += 1
+                target = agent.span if agent is not None else entry.root
+            else:
+                agent, target = None, None
+        status = span.status
+        call = self._extractor.tool_call(
+            attrs,
+            span_name=span.name,
+            start_ns=span.start_time,
+            end_ns=span.end_time,
+            status_error=status.status_code.value == 2,
+            status_message=status.description,
+            events=((e.name, e.attributes or {}) for e in span.events) if span.events else (),
+        )
+        now = call.end if call.end is not None else time.time()
+        key = self._state_key(trace_id, attrs)
+        slot = self._store.slot(key, now)
+        assert slot is not None
+        with slot.lock:
+            state = slot.state
+            observation = self._engine.observe(state, call, now)
+            steps = state.steps
+        self._emitter.tool_call(call.tool)
+        if observation.transition is not None or observation.intervention is not None:
+            agent_label = (agent.name if agent is not None else None) or agent_name(attrs)
+            self._publish(trace_id, ctx, observation, call.tool, agent_label, conversation_id(attrs), steps,
+                          span.end_time, target)
+
+    def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
+        usage = llm_usage(attrs)
+        if usage is None:
+            return
+        trace_id = span.context.trace_id
+        now = span.end_time * 1e-9 if span.end_time else time.time()
+        slot = self._store.slot(self._state_key(trace_id, attrs), now)
+        assert slot is not None
+        with slot.lock:
+            observation = self._engine.add_usage(slot.state, usage[0], usage[1])
+            steps = slot.state.steps
+        if observation is not None:
+            with self._open.lock:
+                entry = self._open.get(trace_id, create=False)
+                target = None
+                if entry is not None:
+                    target = entry.agents[-1].span if entry.agents else entry.root
+            self._publish(trace_id, span.context, observation, None, agent_name(attrs), conversation_id(attrs),
+                          steps, span.end_time, target)
+
+    def _agent_ended(self, span: ReadableSpan) -> None:
+        span_id = span.context.span_id
+        with self._open.lock:
+            entry = self._open.get(span.context.trace_id, create=False)
+            if entry is None:
+                return
+            for i in range(len(entry.agents) - 1, -1, -1):
+                if entry.agents[i].span_id == span_id:
+                    agent = entry.agents.pop(i)
+                    break
+            else:
+                return
+        self._emitter.agent_finished(agent.name, agent.tool_calls)
+
+    def _root_ended(self, trace_id: int) -> None:
+        with self._open.lock:
+            self._open.pop(trace_id)
+        key = self._aliases.pop(trace_id, trace_id)
+        if isinstance(key, tuple):
+            return  # conversation state outlives one trace; its TTL releases it
+        state = self._store.pop(key)
+        if state is not None:
+            self._finished(state, None)
+
+    def _finished(self, state: TraceState, evicted: str | None) -> None:
+        cost = state.cost
+        seen_usage = cost.usd > 0 or cost.unpriced_tokens > 0
+        self._emitter.trace_finished(state.verdict.kind, state.steps, cost.usd if seen_usage else None, evicted)
+
+    def _evicted(self, key: Hashable, state: TraceState, reason: str) -> None:
+        try:
+            self._finished(state, reason)
+        except Exception as exc:  # noqa: BLE001
+            self._fail("evict", exc)
+
+    def _publish(self, trace_id: int, span_context: Any, observation: Observation, tool: str | None,
+                 agent: str | None, conversation: str | None, steps: int, timestamp_ns: int | None,
+                 target: Span | None) -> None:
+        event = VerdictEvent(
+            trace_id=trace_id,
+            span_context=span_context,
+            verdict=observation.verdict,
+            transition=observation.transition,
+            intervention=observation.intervention,
+            tool=tool,
+            agent=agent,
+            conversation=conversation,
+            signature_digest=observation.signature_digest,
+            steps=steps,
+            timestamp_ns=timestamp_ns,
+        )
+        self._emitter.emit(event, target)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception as exc:  # noqa: BLE001 - a user's listener must not break the host either
+                self._fail("listener", exc)
