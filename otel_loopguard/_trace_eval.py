@@ -1,0 +1,162 @@
+"""Judge whole traces of decoded spans exactly as the processor would (``audit``, ``report``, ``serve``)."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Iterator
+
+from ._audit import audit_trace
+from ._engine import LoopEngine
+from ._extract import MARKER_KEYS, ROLE_LLM, ROLE_TOOL, Extractor, is_mcp_client, llm_usage, span_role
+from ._model import ToolCall
+from ._replay import Replay, TraceReport
+from ._spanrecord import SpanRecord
+
+
+def _seed_args(call: ToolCall) -> dict[str, Any]:
+    """Arguments as seed 000 signs them: a JSON object's members, else the raw value under ``input``."""
+    args = call.arguments
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args) if args[:1] in ("{", "[") else args
+        except ValueError:
+            parsed = args
+        args = parsed
+    if args is None:
+        return {}
+    if isinstance(args, dict):
+        return args
+    return {"input": args}
+
+
+class TraceEvaluator:
+    """Turns the spans of one trace into a :class:`TraceReport`.
+
+    Args:
+        engine: the engine (and so the configuration) to judge with.
+        group_by: attribute names whose values are kept on the report (span attributes first, then resource).
+    """
+
+    def __init__(self, engine: LoopEngine, group_by: Iterable[str] = ()) -> None:
+        self.engine = engine
+        self.extractor = Extractor()
+        self.group_by = tuple(group_by)
+
+    def evaluate(self, spans: list[SpanRecord], source: str, observed_at: float | None = None) -> TraceReport:
+        """Judge one trace. Tool and model spans are replayed in start-time order.
+
+        Args:
+            spans: every span of the trace, in any order.
+            source: where they came from (for the report).
+            observed_at: observation time; the last span's end when None.
+        """
+        spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+        tool_spans = {s.span_id for s in spans if s.attributes and span_role(s.attributes) == ROLE_TOOL}
+        replay = Replay(self.engine)
+        seed_steps: list[dict[str, Any]] = []
+        priced = bool(self.engine.config.prices)
+        seen_usage = False
+        for span in spans:
+            attrs = span.attributes
+            if not attrs or MARKER_KEYS.isdisjoint(attrs):
+                continue
+            role = span_role(attrs)
+            if role == ROLE_TOOL:
+                if is_mcp_client(attrs) and span.parent_span_id in tool_spans:
+                    continue  # the enclosing execute_tool span is the same call
+                call = self.extractor.tool_call(
+                    attrs,
+                    span_name=span.name,
+                    start_ns=span.start_ns,
+                    end_ns=span.end_ns,
+                    status_error=span.status_error,
+                    status_message=span.status_message,
+                    events=((name, ev_attrs) for name, _, ev_attrs in span.events),
+                )
+                replay.call(call)
+                seed_steps.append({"tool": call.tool, "args": _seed_args(call)})
+            elif role == ROLE_LLM:
+                usage = llm_usage(attrs)
+                if usage is not None:
+                    seen_usage = True
+                    replay.usage(*usage)
+        if observed_at is None and spans:
+            observed_at = max(s.end_ns for s in spans) * 1e-9
+        replay.finish(observed_at)
+        cfg = self.engine.config
+        seed = audit_trace(seed_steps, cfg.max_steps, cfg.repeat_limit)
+        trace_id = f"{spans[0].trace_id:032x}" if spans else None
+        return replay.report(source, trace_id, seed, with_cost=priced or seen_usage,
+                             attributes=self._group_values(spans))
+
+    def _group_values(self, spans: list[SpanRecord]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.group_by:
+            for span in spans:
+                value = span.attributes.get(name)
+                if value is None:
+                    value = span.resource.get(name)
+                if value is not None:
+                    out[name] = value
+                    break
+        return out
+
+
+class TraceGrouper:
+    """Groups a stream of spans into traces, releasing each when its local root arrives.
+
+    Exporters send a trace's spans as they end and a root ends last, so the
+    root's arrival marks the trace complete; memory is bounded by the traces
+    still open (at most ``max_open``; beyond it the oldest is released early).
+
+    Args:
+        on_trace: called with the spans of each complete trace.
+        max_open: the most traces held open at once.
+    """
+
+    def __init__(self, on_trace: Callable[[list[SpanRecord]], None], max_open: int = 100_000) -> None:
+        self._on_trace = on_trace
+        self._max_open = max_open
+        self._open: OrderedDict[int, list[SpanRecord]] = OrderedDict()
+        self.early_releases = 0
+
+    def add(self, span: SpanRecord) -> None:
+        """Add one span; releases its trace when it is the root."""
+        spans = self._open.get(span.trace_id)
+        if spans is None:
+            spans = self._open[span.trace_id] = []
+            if len(self._open) > self._max_open:
+                _, oldest = self._open.popitem(last=False)
+                self.early_releases += 1
+                self._on_trace(oldest)
+        spans.append(span)
+        if span.parent_span_id is None:
+            self._on_trace(self._open.pop(span.trace_id))
+
+    def flush(self) -> None:
+        """Release every trace still open (the end of the input)."""
+        while self._open:
+            _, spans = self._open.popitem(last=False)
+            self._on_trace(spans)
+
+    @property
+    def open_traces(self) -> int:
+        """Traces waiting for their root."""
+        return len(self._open)
+
+
+def evaluate_stream(
+    spans: Iterable[SpanRecord], evaluator: TraceEvaluator, source: str, observed_at: float | None = None,
+    max_open: int = 100_000,
+) -> Iterator[TraceReport]:
+    """Judge every trace in a stream of spans, yielding a report as each trace completes."""
+    done: list[TraceReport] = []
+    grouper = TraceGrouper(lambda trace: done.append(evaluator.evaluate(trace, source, observed_at)), max_open)
+    for span in spans:
+        grouper.add(span)
+        if done:
+            yield from done
+            done.clear()
+    grouper.flush()
+    yield from done
