@@ -126,7 +126,7 @@ _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\
 _SELECTOR = re.compile(r"(?<![\w:.])([a-zA-Z_:][\w:]*)?\s*\{([^}]*)\}")
 _MATCHER = re.compile(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)\s*\"")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_IDENT = re.compile(r"(?<![\w:.$])([a-zA-Z_:][\w:]*)(?!\s*\()")
+_IDENT = re.compile(r"(?<![\w:.$])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()")
 
 
 @dataclass(frozen=True)
