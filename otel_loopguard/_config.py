@@ -310,16 +310,32 @@ class LoopGuardConfig:
             ConfigError: the file or an override is invalid.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = _from_env(env)
+        from_env: dict[str, Any] = _from_env(env)
         if path is None and env.get("LOOPGUARD_CONFIG"):
             path = env["LOOPGUARD_CONFIG"]
-        if path is not None:
-            values.update(_from_toml(path))
-        values.update(overrides)
+        explicit: dict[str, Any] = _from_toml(path) if path is not None else {}
+        explicit.update(overrides)
         try:
-            return cls(**values)
+            return cls(**{**from_env, **explicit})
         except TypeError as exc:
             raise ConfigError(f"unknown setting: {exc}") from None
+        except ConfigError:
+            env_only = {k: v for k, v in from_env.items() if k not in explicit}
+            if not env_only:
+                raise
+        # An environment value that passed its own type check can still break a rule
+        # (frequency_limit >= 2, window vs max_period...). Arguments and the file must hold
+        # on their own; environment values are then added one by one, each bad one warned about.
+        accepted: dict[str, Any] = {}
+        config = cls(**explicit)
+        for name, value in env_only.items():
+            try:
+                config = cls(**{**accepted, name: value, **explicit})
+            except ConfigError as exc:
+                _logger.warning("ignoring LOOPGUARD_%s=%r: %s; using the default", name.upper(), value, exc)
+                continue
+            accepted[name] = value
+        return config
 
 
 # A per-process key means digests are comparable within one process only;
@@ -386,6 +402,8 @@ _TOP_KEYS = {
 
 
 def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a TOML table, got {table!r}")
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
