@@ -250,7 +250,11 @@ def any_value(value: Any, depth: int) -> Any:
                     return tuple(out)
                 except _Bad as exc:
                     raise exc.under(f"values[{index}]") from None
-            return attributes(_array_of(raw), depth + 1, keep_empty=True)
+            items = _array_of(raw)
+            try:
+                return attributes(items, depth + 1, keep_empty=True)
+            except _Bad as exc:
+                raise exc.under("values") from None
         except _Bad as exc:
             raise exc.under(_CAMEL[which]) from None
     return None
