@@ -1,0 +1,139 @@
+"""A real Prometheus scrapes the OTel Prometheus exporter in this process and raises LoopGuardAgentStuck."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from prometheus_client import CollectorRegistry, start_http_server
+
+from otel_loopguard import _names as n
+
+from ._support import RULES_FILE, require_binary
+
+AGENT = "e2e-researcher"
+DEADLINE_S = 25.0
+
+
+def record_stuck_transition(meter_provider: MeterProvider) -> None:
+    """Produce the telemetry of one agent entering `stuck` (to be replaced by the real processor/demo)."""
+    meter = meter_provider.get_meter(n.INSTRUMENTATION_SCOPE)
+    meter.create_counter(n.METRIC_VERDICTS, unit=n.UNIT_TRANSITION).add(1, {
+        n.LOOPGUARD_VERDICT: "stuck", n.LOOPGUARD_VERDICT_PREVIOUS: "working",
+        n.LOOPGUARD_RULE: "period", n.GEN_AI_AGENT_NAME: AGENT})
+    meter.create_counter(n.METRIC_INTERVENTIONS, unit=n.UNIT_INTERVENTION).add(1, {
+        n.LOOPGUARD_INTERVENTION: "nudge", n.LOOPGUARD_RULE: "period"})
+    meter.create_up_down_counter(n.METRIC_TRACES_ACTIVE, unit=n.UNIT_TRACE).add(1, {n.LOOPGUARD_VERDICT: "stuck"})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback only
+        return json.load(response)
+
+
+def _poll(what: str, probe: Any, deadline: float) -> Any:
+    """Call probe() until it returns something truthy; Prometheus offers no push notification for these."""
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = probe()
+            if result:
+                return result
+        except OSError as exc:  # not listening yet, connection reset while starting
+            last_error = exc
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what} (last error: {last_error})")
+
+
+@pytest.fixture
+def exporter_endpoint() -> Iterator[tuple[str, MeterProvider]]:
+    """The OTel Prometheus exporter served over HTTP on a free 127.0.0.1 port, with its MeterProvider."""
+    registry = CollectorRegistry()
+    reader = PrometheusMetricReader(registry=registry)
+    provider = MeterProvider(metric_readers=[reader])
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        yield f"127.0.0.1:{server.server_port}", provider
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        provider.shutdown()
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, exporter_endpoint: tuple[str, MeterProvider]) -> Iterator[str]:
+    """A real Prometheus on 127.0.0.1 scraping the exporter every second with the loopguard rules loaded."""
+    binary = require_binary("prometheus")
+    target, _ = exporter_endpoint
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES_FILE)],
+        "scrape_configs": [{"job_name": "agents", "static_configs": [{"targets": [target]}]}],
+    }
+    config_path = tmp_path / "prometheus.yml"
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    port = _free_port()
+    log_path = tmp_path / "prometheus.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(  # noqa: S603 - fixed binary, arguments built here
+            [binary, f"--config.file={config_path}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + DEADLINE_S
+        _poll("Prometheus to become ready", lambda: process.poll() is None and
+              urllib.request.urlopen(f"{url}/-/ready", timeout=2).status == 200, deadline)  # noqa: S310
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        if process.returncode not in (0, -15):
+            print(log_path.read_text())
+
+
+def test_stuck_transition_raises_the_stuck_alert(prometheus: str, exporter_endpoint: tuple[str, MeterProvider]) -> None:
+    """One stuck transition recorded on the real instruments makes LoopGuardAgentStuck pending or firing."""
+    _, provider = exporter_endpoint
+    deadline = time.monotonic() + DEADLINE_S
+
+    def rules_loaded() -> bool:
+        groups = _get_json(f"{prometheus}/api/v1/rules")["data"]["groups"]
+        return any(rule.get("name") == "LoopGuardAgentStuck" for g in groups for rule in g["rules"])
+
+    _poll("the loopguard rules to load", rules_loaded, deadline)
+    record_stuck_transition(provider)
+
+    def stuck_alert() -> dict[str, Any] | None:
+        alerts = _get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
+        return next((a for a in alerts if a["labels"].get("alertname") == "LoopGuardAgentStuck"
+                     and a["state"] in {"pending", "firing"}), None)
+
+    alert = _poll("LoopGuardAgentStuck to fire", stuck_alert, deadline)
+    assert alert["labels"]["gen_ai_agent_name"] == AGENT
+    assert alert["labels"]["loopguard_rule"] == "period"
+    assert alert["labels"]["job"] == "agents" and alert["labels"]["severity"] == "warning"
+    # The nudge alone must not raise the stop alert.
+    alerts = _get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
+    assert not [a for a in alerts if a["labels"].get("alertname") == "LoopGuardRunStopped"]
