@@ -112,9 +112,10 @@ def report_json(report: TraceReport) -> str:
     return json.dumps(report.as_dict(), sort_keys=False)
 
 
-def write_error(exc: InputError, err: IO[str] = sys.stderr) -> None:
-    """Print an input error as one line."""
-    err.write(f"otel-loopguard: error: {exc}\n")
+def write_error(exc: InputError, err: IO[str] | None = None) -> None:
+    """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
+    # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
+    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
 
 
 def steps_report_from_doc(doc: Any, source: str, config: LoopGuardConfig) -> TraceReport:
