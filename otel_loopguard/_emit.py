@@ -149,7 +149,7 @@ class Emitter:
             explicit_bucket_boundaries_advisory=_AGENT_TOOL_CALL_BUCKETS,
         )
         self.evicted = meter.create_counter(n.METRIC_TRACES_EVICTED, n.UNIT_TRACE, "Trace states evicted before their end")
-        self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, "{error}", "Failures inside loopguard's hooks")
+        self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
 
     def tool_call(self, tool: str) -> None:
         """Count one tool call."""

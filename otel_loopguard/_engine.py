@@ -35,7 +35,7 @@ from ._model import (
     Transition,
     Verdict,
 )
-from ._signature import ActionSignature, keyed_digest, make_normalizer
+from ._signature import FAILED, ActionSignature, keyed_digest, make_normalizer
 
 # Kept per trace so a flapping trace cannot grow without bound.
 MAX_TRANSITIONS = 1000
@@ -185,7 +185,9 @@ class LoopEngine:
                 prev = recent[-p]
                 if prev.key == key:
                     match[p] += 1
-                    ev_match[p] = ev_match[p] + 1 if evidence is not None and prev.evidence == evidence else 0
+                    # A failure is never progress, so it continues an unchanged-evidence run.
+                    same = evidence is not None and (evidence == FAILED or prev.evidence == evidence)
+                    ev_match[p] = ev_match[p] + 1 if same else 0
                     continue
             match[p] = ev_match[p] = 0
 
@@ -332,7 +334,7 @@ class LoopEngine:
             return Verdict(UNCERTAIN, RULE_EVIDENCE, index, **base)
         if self._retry_explains(state, current.key):
             return Verdict(RETRYING, RULE_RETRY, index, **base)
-        if all(e.evidence == current.evidence for e in same):
+        if len({e.evidence for e in same if e.evidence != FAILED}) <= 1:
             return Verdict(STUCK, RULE_FREQUENCY, index, **base)
         return Verdict(WORKING, RULE_PROGRESS, index, **base)
 

@@ -102,6 +102,7 @@ UNIT_TRACE = "{trace}"
 UNIT_TOOL_CALL = "{tool_call}"
 UNIT_STEP = "{step}"
 UNIT_USD = "USD"
+UNIT_ERROR = "{error}"
 
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.

@@ -23,6 +23,8 @@ NORMALIZER_VERSION = "loopguard-norm/1"
 UNKNOWN = "\x00unknown"
 #: Evidence of a call that failed: never progress, whatever the error says.
 FAILED = "failed"
+#: Separates a tool result from a loopguard nudge appended to it; what follows is not task evidence.
+NUDGE_MARKER = "\n\n[loopguard] "
 
 _MAX_DEPTH = 64
 _CACHE_ENTRIES = 4096
@@ -192,6 +194,8 @@ class Normalizer:
             return "p:" + progress
         if not result_captured:
             return None
+        if isinstance(result, str) and NUDGE_MARKER in result:
+            result = result.split(NUDGE_MARKER, 1)[0]
         if isinstance(result, str) and len(result) <= _CACHE_MAX_KEY:
             hit = self._result_cache.get(result)
             if hit is None:
