@@ -1,0 +1,88 @@
+"""Recorded framework traces replayed as live spans: the processor decides exactly what ``audit`` decides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_loopguard import cli
+from otel_loopguard._otlp_read import read_spans
+from tests.processor.conftest import Harness
+from tests.support.span_replay import replay_spans
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
+FILES = sorted(p for p in FIXTURES.glob("*__*.json"))
+STUCK = ("same_call_loop", "ping_pong", "reordered_keys")
+NEVER_STUCK = ("pagination", "healthy", "errors_then_success")
+
+
+def _scenario(path: Path) -> str:
+    return path.stem.split("__", 1)[1]
+
+
+def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert cli.main(["audit", "--json", str(path)]) in (0, 1, 2)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_fixture_set_covers_every_scenario() -> None:
+    """The parametrisation below really spans all seven scenarios of all seven sources."""
+    assert len(FILES) == 49
+    assert {_scenario(p) for p in FILES} == {*STUCK, *NEVER_STUCK, "no_content"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
+    """Replayed through a real TracerProvider, each fixture yields audit's transitions, interventions and verdict."""
+    audit = _audit(path, capsys)
+    records = list(read_spans(str(path)))
+    result = replay_spans(harness.provider, records, ids=harness.ids)
+
+    [trace_id] = set(result.trace_ids.values())
+    assert format(trace_id, "032x") == audit["trace_id"]
+    events = [e for e in harness.events if e.trace_id == trace_id]
+    assert len(events) == len(harness.events)
+    transitions = [{"step": e.transition.step, "from": e.transition.previous, "to": e.verdict.kind,
+                    "rule": e.verdict.rule, "period": e.verdict.period} for e in events if e.transition]
+    interventions = [e.intervention.as_dict() for e in events if e.intervention]
+    assert transitions == audit["transitions"]
+    assert interventions == audit["interventions"]
+    final = events[-1].verdict.kind if events else "working"
+    assert final == audit["verdict"]
+    # The root ended, so the trace was released with the audit's step count.
+    assert harness.processor.tracked_traces == 0
+    steps = harness.metrics()["loopguard.trace.steps"]["points"]
+    assert [(p["count"], p["sum"]) for p in steps] == [(1, audit["steps_used"])]
+    assert harness.processor.errors == 0
+
+    scenario = _scenario(path)
+    actions = [i["action"] for i in interventions]
+    if scenario in STUCK:
+        assert final == "stuck" and actions == ["nudge", "stop"]
+    elif scenario in NEVER_STUCK:
+        assert "stuck" not in [t["to"] for t in transitions] and actions == []
+    else:
+        assert final == "uncertain" and actions == []
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _scenario(p) in STUCK], ids=lambda p: p.stem)
+def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, harness: Harness) -> None:
+    """Every verdict of a recorded loop is also a span event on an agent (or root) span of that trace, exported."""
+    records = list(read_spans(str(path)))
+    replay_spans(harness.provider, records, ids=harness.ids)
+    by_id = {r.span_id: r for r in records}
+    carriers = [s for s in harness.finished() if any(e.name == "loopguard.verdict" for e in s.events)]
+    assert carriers, "no span carries a loopguard.verdict event"
+    for span in carriers:
+        record = by_id[span.context.span_id]
+        kinds = {record.attributes.get(k) for k in ("gen_ai.operation.name", "openinference.span.kind",
+                                                    "traceloop.span.kind")}
+        assert record.parent_span_id is None or kinds & {"invoke_agent", "AGENT", "agent"}, record.name
+    emitted = [dict(e.attributes) for s in carriers for e in s.events if e.name == "loopguard.verdict"]
+    assert len(emitted) == len(harness.verdict_records()) == 2
+    assert emitted == [dict(r.attributes) for r in harness.verdict_records()]
