@@ -49,6 +49,8 @@ _SPECIAL_DOUBLES = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": 
 # float() alone would also take "nan", "1_0" and surrounding spaces.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _B64_URLSAFE = str.maketrans("-_", "+/")
+_fromhex = bytes.fromhex
+_from_bytes = int.from_bytes
 
 _STRING, _BOOL, _INT, _DOUBLE, _ARRAY, _KVLIST, _BYTES = range(7)
 _VALUE_FIELDS = {
@@ -344,17 +346,58 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     if span.__class__ is not dict:
         raise _Bad(f"expected a Span object, got {kind_of(span)}")
     get = span.get
-    trace_id = _hex_id(_get(span, "traceId", "trace_id"), 32, "traceId")
-    span_id = _hex_id(_get(span, "spanId", "span_id"), 16, "spanId")
-    parent = _get(span, "parentSpanId", "parent_span_id")
-    parent_id = _hex_id(parent, 16, "parentSpanId") if parent else None
+    # Inline fast paths take well-formed values in the spec's spelling; the rest
+    # (snake_case names, JSON numbers, malformed values) goes to the helpers,
+    # which also build the error.
+    value = get("traceId")
+    try:
+        raw = _fromhex(value)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) == 16 and len(value) == 32:
+        trace_id = _from_bytes(raw, "big")
+    else:
+        trace_id = _hex_id(_get(span, "traceId", "trace_id"), 32, "traceId")
+    value = get("spanId")
+    try:
+        raw = _fromhex(value)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) == 8 and len(value) == 16:
+        span_id = _from_bytes(raw, "big")
+    else:
+        span_id = _hex_id(_get(span, "spanId", "span_id"), 16, "spanId")
+    value = get("parentSpanId")
+    parent_id = None
+    if value:
+        try:
+            raw = _fromhex(value)
+        except (TypeError, ValueError):
+            raw = b""
+        if len(raw) == 8 and len(value) == 16:
+            parent_id = _from_bytes(raw, "big")
+        else:
+            parent_id = _hex_id(value, 16, "parentSpanId")
+    elif value is None:
+        value = get("parent_span_id")
+        if value:
+            parent_id = _hex_id(value, 16, "parentSpanId")
     name = get("name")
     if name.__class__ is not str:
         if name is not None:
             raise _Bad(f"expected a string, got {kind_of(name)}", "name")
         name = ""
-    start = _uint64(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
-    end = _uint64(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano")
+    # Under 20 digits a uint64 cannot overflow.
+    value = get("startTimeUnixNano")
+    if value.__class__ is str and len(value) < 20 and value.isdigit() and value.isascii():
+        start = int(value)
+    else:
+        start = _uint64(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
+    value = get("endTimeUnixNano")
+    if value.__class__ is str and len(value) < 20 and value.isdigit() and value.isascii():
+        end = int(value)
+    else:
+        end = _uint64(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano")
     try:
         attrs = attributes(get("attributes"))
     except _Bad as exc:

@@ -64,10 +64,15 @@ def _attributes(kvs: Any, depth: int = 0, *, keep_empty: bool = False) -> dict[s
     try:
         for index, kv in enumerate(kvs):
             value = kv.value
+            # Every field access builds a wrapper object, so the common case (a
+            # non-empty string) is taken without asking which oneof member is set.
+            text = value.string_value
+            if text:
+                out[kv.key] = text
+                continue
             which = value.WhichOneof("value")
-            # Fast path for the two kinds that dominate GenAI spans.
             if which == "string_value":
-                out[kv.key] = value.string_value
+                out[kv.key] = text
             elif which == "int_value":
                 out[kv.key] = value.int_value
             elif which is None:
