@@ -1,0 +1,272 @@
+"""Benchmark: what ``LoopGuardSpanProcessor`` adds to the application thread per span.
+
+Run: ``.venv/bin/python tests/benchmarks/processor.py [rounds] [chunk]`` (defaults 300 rounds of 50-span chunks).
+
+Three real SDK ``TracerProvider``\\s are measured side by side in one run:
+
+* ``base``: a ``BatchSpanProcessor`` whose exporter drops every batch (no I/O noise);
+* ``floor``: the same plus a processor whose ``on_end`` only reads ``gen_ai.operation.name`` (the least any
+  attribute-reading processor pays, see the 2026-12-02 note in DESIGN.md);
+* ``loopguard``: the same plus ``LoopGuardSpanProcessor`` with real logger and meter providers (batching
+  processors, dropping exporters), so event and metric work is counted but nothing leaves the process.
+
+Each sample is one chunk of spans: start span, set six attributes, end span. The variants run interleaved in small
+chunks (their order rotates every round) so drift in CPU frequency or caches hits all of them alike, and each chunk
+is timed with ``time.thread_time_ns``: the CPU time of the application thread only, so the batch processors' worker
+threads do not count. Root spans (an ``invoke_agent`` span per trace) are started and ended outside the timed region.
+
+Workloads:
+
+* ``tool/healthy``: GenAI ``execute_tool`` spans with ~200-byte JSON arguments that differ on every call;
+* ``tool/loop``: traces of 10 identical calls (each trace goes working → stuck with a nudge, then a stop), so
+  transitions, verdict events, span events and metrics happen;
+* ``non-tool``: HTTP-client-like child spans with six ``http.*``/``url.*``/``server.*`` attributes.
+
+Targets: loopguard/base <= 1.15 for tool spans; for non-tool spans loopguard/base - floor/base <= 0.02.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind
+
+from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+LOOP_TRACE_CALLS = 10
+TOOL_TARGET = 1.15
+NON_TOOL_POINTS = 0.02
+
+
+class _DropSpans(SpanExporter):
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _DropLogs(LogRecordExporter):
+    def __init__(self) -> None:
+        self.records = 0
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        self.records += len(batch)
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _DropMetrics(MetricExporter):
+    def __init__(self) -> None:
+        super().__init__(preferred_temporality={}, preferred_aggregation={})
+        self.exports = 0
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        self.exports += 1
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+class _FloorProcessor(SpanProcessor):
+    """Reads the one attribute any GenAI-aware processor must read, and nothing else."""
+
+    def __init__(self) -> None:
+        self.tool_spans = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.attributes.get("gen_ai.operation.name") == "execute_tool":
+            self.tool_spans += 1
+
+
+class _Variant:
+    def __init__(self, name: str, extra: SpanProcessor | None) -> None:
+        self.name = name
+        self.exporter = _DropSpans()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        if extra is not None:
+            self.provider.add_span_processor(extra)
+        self.tracer = self.provider.get_tracer("bench")
+
+
+def _healthy_args(i: int) -> str:
+    args = json.dumps({
+        "query": f"quarterly revenue of company number {i} in fiscal year {2000 + i % 25}, audited figures only",
+        "limit": 10 + i % 7,
+        "filters": {"lang": "en", "region": ["eu", "us"][i % 2], "min_score": 0.5},
+        "page": i % 5,
+    })
+    return args
+
+
+_LOOP_ARGS = json.dumps({
+    "query": "status of deployment job 4411 in the production cluster, including the last error message",
+    "limit": 10, "filters": {"lang": "en", "region": "eu", "min_score": 0.5}, "page": 0,
+})
+
+
+def _tool_span(tracer: Any, ctx: Any, i: int, args: str, result: str) -> None:
+    span = tracer.start_span("execute_tool search", context=ctx, kind=SpanKind.INTERNAL)
+    span.set_attribute("gen_ai.operation.name", "execute_tool")
+    span.set_attribute("gen_ai.tool.name", "search")
+    span.set_attribute("gen_ai.tool.call.id", f"call_{i}")
+    span.set_attribute("gen_ai.tool.call.arguments", args)
+    span.set_attribute("gen_ai.tool.call.result", result)
+    span.set_attribute("gen_ai.tool.type", "function")
+    span.end()
+
+
+def _http_span(tracer: Any, ctx: Any, i: int) -> None:
+    span = tracer.start_span("GET", context=ctx, kind=SpanKind.CLIENT)
+    span.set_attribute("http.request.method", "GET")
+    span.set_attribute("url.full", f"https://api.example.com/v1/items/{i}")
+    span.set_attribute("server.address", "api.example.com")
+    span.set_attribute("server.port", 443)
+    span.set_attribute("http.response.status_code", 200)
+    span.set_attribute("network.protocol.version", "1.1")
+    span.end()
+
+
+def _root(tracer: Any) -> Any:
+    return tracer.start_span(
+        "invoke_agent research", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "research"}
+    )
+
+
+class _Counter:
+    i = 0
+
+
+def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> int:
+    tracer = variant.tracer
+    root = _root(tracer)
+    ctx = trace.set_span_in_context(root)
+    base = counter.i
+    counter.i += chunk
+    calls = [(base + k, _healthy_args(base + k), f"{(base + k) * 7919 % 100003} rows matched") for k in range(chunk)]
+    t0 = time.thread_time_ns()
+    for i, args, result in calls:
+        _tool_span(tracer, ctx, i, args, result)
+    elapsed = time.thread_time_ns() - t0
+    root.end()
+    return elapsed
+
+
+def _run_loop(variant: _Variant, chunk: int, counter: _Counter) -> int:
+    tracer = variant.tracer
+    elapsed = 0
+    for _ in range(chunk // LOOP_TRACE_CALLS):
+        root = _root(tracer)
+        ctx = trace.set_span_in_context(root)
+        t0 = time.thread_time_ns()
+        for k in range(LOOP_TRACE_CALLS):
+            _tool_span(tracer, ctx, k, _LOOP_ARGS, "deployment job 4411: pending")
+        elapsed += time.thread_time_ns() - t0
+        root.end()
+    return elapsed
+
+
+def _run_http(variant: _Variant, chunk: int, counter: _Counter) -> int:
+    tracer = variant.tracer
+    root = tracer.start_span("GET /report", kind=SpanKind.SERVER)
+    ctx = trace.set_span_in_context(root)
+    t0 = time.thread_time_ns()
+    for i in range(chunk):
+        _http_span(tracer, ctx, i)
+    elapsed = time.thread_time_ns() - t0
+    root.end()
+    return elapsed
+
+
+WORKLOADS: dict[str, Callable[[_Variant, int, _Counter], int]] = {
+    "tool/healthy": _run_healthy,
+    "tool/loop": _run_loop,
+    "non-tool": _run_http,
+}
+
+
+def main(rounds: int = 300, chunk: int = 50, warmup: int = 20) -> int:
+    """Run the benchmark, print the table; returns 0 when every target is met, else 1."""
+    assert chunk % LOOP_TRACE_CALLS == 0, "chunk must hold whole loop traces"
+    log_exporter = _DropLogs()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+    metric_exporter = _DropMetrics()
+    meter_provider = MeterProvider(
+        metric_readers=[PeriodicExportingMetricReader(metric_exporter, export_interval_millis=1000)]
+    )
+    guard = LoopGuardSpanProcessor(LoopGuardConfig(), logger_provider=logger_provider, meter_provider=meter_provider)
+    floor = _FloorProcessor()
+    variants = [_Variant("base", None), _Variant("floor", floor), _Variant("loopguard", guard)]
+
+    samples: dict[tuple[str, str], list[float]] = {(w, v.name): [] for w in WORKLOADS for v in variants}
+    counter = _Counter()
+    for r in range(warmup + rounds):
+        for workload, run in WORKLOADS.items():
+            # Rotate the order so no variant always runs first (cold) or last.
+            for j in range(len(variants)):
+                variant = variants[(r + j) % len(variants)]
+                ns = run(variant, chunk, counter)
+                if r >= warmup:
+                    samples[(workload, variant.name)].append(ns / chunk / 1000)
+
+    for v in variants:
+        v.provider.shutdown()
+    logger_provider.shutdown()
+    meter_provider.shutdown()
+
+    print(f"{rounds} rounds x {chunk} spans per chunk, medians of per-chunk µs/span (application thread CPU time)")
+    print(f"{'workload':<14}{'base':>9}{'floor':>9}{'guard':>9}{'floor/base':>12}{'guard/base':>12}  target")
+    ok = True
+    for workload in WORKLOADS:
+        base, flo, grd = (statistics.median(samples[(workload, name)]) for name in ("base", "floor", "loopguard"))
+        rf, rg = flo / base, grd / base
+        if workload.startswith("tool"):
+            passed = rg <= TOOL_TARGET
+            target = f"guard/base <= {TOOL_TARGET:.2f}"
+        else:
+            passed = rg - rf <= NON_TOOL_POINTS
+            target = f"guard-floor = {100 * (rg - rf):+.1f} pts <= {100 * NON_TOOL_POINTS:.0f}"
+        ok &= passed
+        print(f"{workload:<14}{base:>9.2f}{flo:>9.2f}{grd:>9.2f}{rf:>12.3f}{rg:>12.3f}  {target}  "
+              f"{'PASS' if passed else 'MISS'}")
+    print(f"loopguard: {guard.errors} hook errors, {log_exporter.records} verdict events exported, "
+          f"floor saw {floor.tool_spans} tool spans")
+    if guard.errors or not log_exporter.records:
+        print("loopguard did not work as expected: hook errors or no events")
+        return 2
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*(int(a) for a in sys.argv[1:3])))
