@@ -126,9 +126,15 @@ class Extractor:
 
     Envelope unwrapping parses JSON, so its results are cached by raw text: a
     loop repeats the same text, and the cache makes each repeat a dict lookup.
+
+    Args:
+        max_bytes: text longer than this is passed on as it is, neither parsed nor cached, so a huge
+            argument costs the host no parse and the caches hold no huge keys (the canonicalizer
+            digests such text whole).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = 65_536) -> None:
+        self._max_bytes = max_bytes
         self._args_cache: dict[str, Any] = {}
         self._result_cache: dict[str, Any] = {}
 
@@ -191,7 +197,7 @@ class Extractor:
     def _unwrap_args(self, args: Any) -> Any:
         # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
         if isinstance(args, str):
-            if '"input_str"' not in args and '"inputs"' not in args:
+            if len(args) > self._max_bytes or ('"input_str"' not in args and '"inputs"' not in args):
                 return args
             return _cached(self._args_cache, args, _unwrap_args_text)
         if isinstance(args, Mapping):
@@ -201,7 +207,7 @@ class Extractor:
     def _unwrap_result(self, result: Any) -> Any:
         # Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
         if isinstance(result, str):
-            if '"tool_call_id"' not in result and '"kwargs"' not in result:
+            if len(result) > self._max_bytes or ('"tool_call_id"' not in result and '"kwargs"' not in result):
                 return result
             return _cached(self._result_cache, result, _unwrap_result_text)
         if isinstance(result, Mapping):

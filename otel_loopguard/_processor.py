@@ -130,7 +130,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
     ) -> None:
         self.config = config if config is not None else LoopGuardConfig.load()
         self._engine = LoopEngine(self.config)
-        self._extractor = Extractor()
+        self._extractor = Extractor(self.config.max_argument_bytes)
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
