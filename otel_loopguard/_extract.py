@@ -38,14 +38,15 @@ def span_role(attrs: Mapping[str, Any]) -> str | None:
             return ROLE_TOOL
         if op == n.OP_INVOKE_AGENT:
             return ROLE_AGENT
-        if op in n.LLM_OPERATIONS:
+        # SDK attributes and OTLP kvlists may hold dicts, which are unhashable: only strings can name a role.
+        if isinstance(op, str) and op in n.LLM_OPERATIONS:
             return ROLE_LLM
     kind = attrs.get(n.OPENINFERENCE_SPAN_KIND)
     if kind is not None:
-        return _OI_ROLES.get(kind)
+        return _OI_ROLES.get(kind) if isinstance(kind, str) else None
     kind = attrs.get(n.TRACELOOP_SPAN_KIND)
     if kind is not None:
-        return _TL_ROLES.get(kind)
+        return _TL_ROLES.get(kind) if isinstance(kind, str) else None
     return None
 
 
