@@ -84,6 +84,41 @@ class Canonicalizer:
         self._volatile = volatile_keys
         self._max_bytes = max_bytes
         self._cache: dict[tuple[str, frozenset[str]], str] = {}
+        self._decoders: dict[frozenset[str], json.JSONDecoder] = {}
+        # Folded-name verdicts (drop or keep) per ignore set; bounded like the canonical cache.
+        self._drop: dict[frozenset[str], dict[str, bool]] = {}
+
+    def _decoder(self, ignore: frozenset[str]) -> json.JSONDecoder:
+        decoder = self._decoders.get(ignore)
+        if decoder is None:
+            volatile = self._volatile
+            drop_cache = self._drop.setdefault(ignore, {})
+
+            def drops(key: str) -> bool:
+                hit = drop_cache.get(key)
+                if hit is None:
+                    folded = key.lower().replace("_", "").replace("-", "")
+                    hit = folded in volatile or folded in ignore
+                    if len(drop_cache) >= _CACHE_ENTRIES:
+                        drop_cache.clear()
+                    drop_cache[key] = hit
+                return hit
+
+            def object_hook(obj: dict[str, Any]) -> dict[str, Any]:
+                cached = drop_cache.get
+                for key in obj:
+                    hit = cached(key)
+                    if hit is None:
+                        hit = drops(key)
+                    if hit:
+                        return {k: v for k, v in obj.items() if not drops(k)}
+                return obj
+
+            decoder = json.JSONDecoder(
+                object_hook=object_hook, parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
+            )
+            self._decoders[ignore] = decoder
+        return decoder
 
     def canonical(self, value: Any, ignore: frozenset[str] = frozenset()) -> str:
         """Return the canonical text of ``value`` (a dict, list, scalar or JSON string).
@@ -115,6 +150,14 @@ class Canonicalizer:
             return "#" + _digest(text)
         stripped = text.lstrip()
         if stripped[:1] in ("{", "["):
+            if text.count("{") + text.count("[") <= _MAX_DEPTH:
+                # Fast path, same result as the walk below: no value can sit deeper than the
+                # brackets that open it, so the depth limit cannot trip, and the C decoder's
+                # hooks drop volatile keys and fold floats without a Python call per value.
+                try:
+                    return _dump(self._decoder(ignore).decode(text))
+                except (ValueError, RecursionError):
+                    return _dump(text)
             try:
                 parsed = json.loads(text)
             except (ValueError, RecursionError):
@@ -145,13 +188,7 @@ class Canonicalizer:
         if isinstance(value, int):
             return value
         if isinstance(value, float):
-            if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
-                return int(value)
-            if math.isnan(value):
-                return "\x00NaN"
-            if math.isinf(value):
-                return "\x00Inf" if value > 0 else "\x00-Inf"
-            return value
+            return _fold_float(value)
         if isinstance(value, (bytes, bytearray, memoryview)):
             return "\x00bytes:" + hashlib.blake2b(bytes(value), digest_size=12).hexdigest()
         if isinstance(value, (set, frozenset)):
@@ -159,8 +196,26 @@ class Canonicalizer:
         return "\x00obj:" + repr(value)[:256]
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _fold_float(value: float) -> Any:
+    if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if math.isnan(value):
+        return "\x00NaN"
+    if math.isinf(value):
+        return "\x00Inf" if value > 0 else "\x00-Inf"
+    return value
+
+
+def _parse_float(text: str) -> Any:
+    return _fold_float(float(text))
+
+
+# JSON's non-standard constants, spelled as the walk spells the floats they stand for.
+_CONSTANTS = {"NaN": "\x00NaN", "Infinity": "\x00Inf", "-Infinity": "\x00-Inf"}
+
+
+# Built once: json.dumps with options builds a new encoder on every call, a measurable share of a signature.
+_dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Normalizer:

@@ -109,3 +109,28 @@ def test_audit_trace_matches_a_reference(steps: list, limit: int, max_steps: int
     assert audit_trace(trace, max_steps, limit) == {
         "ok": not expected, "steps_used": len(trace), "violations": sorted(expected),
     }
+
+
+_ANY_KEY = st.sampled_from(["requestId", "request_id", "Request-ID", "timestamp", "cursor", "attempt_no", "q"]) | st.text(
+    max_size=6
+)
+_ANY_SCALAR = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10)
+ANY_JSON = st.recursive(
+    _ANY_SCALAR,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_ANY_KEY, children, max_size=5),
+    max_leaves=25,
+)
+
+
+@PROFILE
+@given(doc=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5) | st.lists(ANY_JSON, max_size=4),
+       ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])))
+def test_fast_json_path_equals_the_reference_walk(doc: Any, ignore: set[str]) -> None:
+    """The decoder-hook path gives the same canonical text as parsing and walking the document (NaN, floats, volatile keys)."""
+    from otel_loopguard._signature import _dump
+
+    text = json.dumps(doc)
+    frozen = frozenset(ignore)
+    reference = _dump(Canonicalizer(DEFAULT_VOLATILE_KEYS)._clean(json.loads(text), frozen, 0))
+    assert Canonicalizer(DEFAULT_VOLATILE_KEYS).canonical(text, frozen) == reference
+    assert CANON.canonical(text, frozen) == reference  # and again through the shared, warmed caches
