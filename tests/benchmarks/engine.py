@@ -1,0 +1,258 @@
+"""Benchmark: per-call cost of LoopEngine.observe against seed 003's naive sliding-window counter.
+
+Run it as a script (pytest does not collect it):
+
+    .venv/bin/python tests/benchmarks/engine.py [--calls 300000] [--chunk 500]
+
+Both variants see the same synthetic workload in the same order: many traces interleaved as
+concurrent agents would be, each healthy (varied calls), a same-call loop, a ping-pong or a
+pagination, with arguments as the JSON strings spans carry (~200 bytes) and captured results.
+The variants run alternately on chunks of that stream and the medians of per-call time over
+the chunks are reported, so drift in machine speed hits both alike.
+
+A second measurement compares the signature of a repeated raw argument string (served from
+the canonical-form cache) with that of a fresh, never-seen string of the same size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from otel_loopguard._config import LoopGuardConfig  # noqa: E402
+from otel_loopguard._engine import LoopEngine  # noqa: E402
+from otel_loopguard._model import ToolCall  # noqa: E402
+
+WINDOW, LIMIT = 10, 3  # seed 003's window and limit, also the engine's defaults
+clock = time.thread_time_ns  # CPU time of this thread: scheduler noise stays out
+
+
+def _pad(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(n))
+
+
+def _args(rng: random.Random, tool: str, i: int, *, volatile: bool, seed: int = 0) -> str:
+    """A ~200-byte JSON argument string the way a span carries it."""
+    doc: dict[str, Any] = {
+        "query": f"{tool} item {seed}-{i} " + _pad(random.Random(seed * 7919 + i), 40),
+        "filters": {"lang": "en", "since": "2025-01-01", "tags": ["docs", "api", f"t{seed % 7}"]},
+        "limit": 50,
+        "include_snippets": True,
+    }
+    if volatile:
+        doc["request_id"] = f"req-{rng.getrandbits(48):012x}"
+    return json.dumps(doc)
+
+
+def _result(i: int, seed: int) -> str:
+    return json.dumps({"rows": [f"row-{seed}-{i}-{k}" for k in range(6)], "total": 50 + i, "next": f"c{i + 1}"})
+
+
+def make_trace(rng: random.Random, t: int, length: int) -> list[ToolCall]:
+    """One trace of ``length`` calls following a randomly chosen pattern."""
+    kind = rng.choices(["healthy", "loop", "ping_pong", "pagination"], weights=[50, 20, 15, 15])[0]
+    volatile = rng.random() < 0.3
+    calls = []
+    for i in range(length):
+        if kind == "healthy":
+            tool = rng.choice(["search", "read_file", "edit_file", "run_tests"])
+            raw, res = _args(rng, tool, i, volatile=volatile, seed=t), _result(i, t)
+        elif kind == "loop":
+            # A healthy start, then the same call over and over.
+            tool = "search"
+            j = i if i < 5 else 5
+            raw, res = _args(rng, tool, j, volatile=volatile, seed=t), _result(j, t)
+        elif kind == "ping_pong":
+            tool = "search" if i % 2 == 0 else "read_file"
+            raw, res = _args(rng, tool, i % 2, volatile=volatile, seed=t), _result(i % 2, t)
+        else:
+            tool = "list_products"
+            raw = json.dumps({"cursor": f"c{i}", "limit": 50, "fields": ["id", "name", "price", "stock"],
+                              "filter": {"category": f"cat-{t % 13}", "in_stock": True},
+                              "sort": "name"})
+            res = _result(i, t)
+        start = 1767225600.0 + i
+        calls.append(ToolCall(tool, raw, result=res, result_captured=True, start=start, end=start + 0.2))
+    return calls
+
+
+def workload(n_calls: int, seed: int = 1) -> list[tuple[int, ToolCall]]:
+    """``n_calls`` (trace id, call) pairs from many traces, interleaved like concurrent agents."""
+    rng = random.Random(seed)
+    traces: list[list[ToolCall]] = []
+    total = 0
+    while total < n_calls:
+        length = rng.randint(20, 120)
+        traces.append(make_trace(rng, len(traces), length))
+        total += length
+    # Interleave: at most 64 traces are live at once, each advancing one call at a time.
+    out: list[tuple[int, ToolCall]] = []
+    live = list(range(min(64, len(traces))))
+    next_trace, cursors = len(live), [0] * len(traces)
+    while live and len(out) < n_calls:
+        k = rng.randrange(len(live))
+        t = live[k]
+        out.append((t, traces[t][cursors[t]]))
+        cursors[t] += 1
+        if cursors[t] == len(traces[t]):
+            if next_trace < len(traces):
+                live[k] = next_trace
+                next_trace += 1
+            else:
+                live.pop(k)
+    return out
+
+
+# -- the two variants -----------------------------------------------------------------
+
+
+def make_engine_variant() -> Callable[[list[tuple[int, ToolCall]]], int]:
+    """The full engine: signature, evidence, detectors, decision, interventions, per-trace state."""
+    engine = LoopEngine(LoopGuardConfig(max_steps=10_000))
+    states: dict[int, Any] = {}
+    observe, new_state = engine.observe, engine.new_state
+
+    def run(chunk: list[tuple[int, ToolCall]]) -> int:
+        stuck = 0
+        for trace, call in chunk:
+            state = states.get(trace)
+            if state is None:
+                state = states[trace] = new_state()
+            if observe(state, call).verdict.kind == "stuck":
+                stuck += 1
+        return stuck
+
+    return run
+
+
+def fingerprint(tool: str, args: dict[str, Any]) -> str:
+    """Seed 003's fingerprint: tool name plus the arguments as sorted JSON."""
+    return tool + ":" + json.dumps(args, sort_keys=True)
+
+
+def make_naive_variant(parse: bool = True) -> Callable[[list[tuple[int, ToolCall]]], int]:
+    """Seed 003's watcher made incremental per trace: rebuild the recent list and Counter it on every call.
+
+    With ``parse`` the raw JSON string is parsed on every call (the same input the engine gets);
+    without it the argument dicts are parsed beforehand, outside the timing.
+    """
+    recents: dict[int, list[str]] = {}
+    parsed: dict[int, dict[str, Any]] = {}
+
+    def prepare(chunk: list[tuple[int, ToolCall]]) -> None:
+        for _, call in chunk:
+            parsed[id(call)] = json.loads(call.arguments)
+
+    def run(chunk: list[tuple[int, ToolCall]]) -> int:
+        stuck = 0
+        for trace, call in chunk:
+            args = json.loads(call.arguments) if parse else parsed[id(call)]
+            fp = fingerprint(call.tool, args)
+            recent = recents[trace] = (recents.get(trace, []) + [fp])[-WINDOW:]
+            if Counter(recent)[recent[-1]] >= LIMIT:
+                stuck += 1
+        return stuck
+
+    run.prepare = prepare  # type: ignore[attr-defined]
+    return run
+
+
+def interleaved(variants: dict[str, Callable[[list[Any]], int]], stream: list[Any], chunk: int) -> dict[str, list[float]]:
+    """Run every variant over each chunk in turn (rotating the order); per-call ns of each chunk."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for c, begin in enumerate(range(0, len(stream), chunk)):
+        part = stream[begin:begin + chunk]
+        for name in variants:
+            prepare = getattr(variants[name], "prepare", None)
+            if prepare is not None:
+                prepare(part)
+        order = names[c % len(names):] + names[:c % len(names)]
+        for name in order:
+            t0 = clock()
+            variants[name](part)
+            times[name].append((clock() - t0) / len(part))
+    return times
+
+
+def signature_costs(n: int, chunk: int) -> dict[str, list[float]]:
+    """Per-call ns of a signature for one repeated raw string versus always-fresh strings."""
+    rng = random.Random(7)
+    repeated_engine, fresh_engine = LoopEngine(), LoopEngine()
+    repeated_call = ToolCall("search", _args(rng, "search", 0, volatile=False, seed=1))
+    fresh_calls = [ToolCall("search", _args(rng, "search", i, volatile=True, seed=2)) for i in range(n)]
+    times: dict[str, list[float]] = {"repeated": [], "fresh": []}
+    sig_rep, sig_fresh = repeated_engine.signature, fresh_engine.signature
+    for c, begin in enumerate(range(0, n, chunk)):
+        part = fresh_calls[begin:begin + chunk]
+        for name in (("repeated", "fresh") if c % 2 == 0 else ("fresh", "repeated")):
+            t0 = clock()
+            if name == "repeated":
+                for _ in part:
+                    sig_rep(repeated_call)
+            else:
+                for call in part:
+                    sig_fresh(call)
+            times[name].append((clock() - t0) / len(part))
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300_000)
+    parser.add_argument("--chunk", type=int, default=500)
+    parser.add_argument("--profile", action="store_true", help="cProfile the engine over the workload")
+    args = parser.parse_args(argv)
+
+    stream = workload(args.calls)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        run = make_engine_variant()
+        profiler = cProfile.Profile()
+        profiler.runcall(run, stream)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        return 0
+
+    # Both must agree that loops exist (a sanity check that the workload has them), not on counts:
+    # the engine strips volatile ids and judges evidence, the naive counter does neither.
+    engine_run, naive_run, naive_pre = make_engine_variant(), make_naive_variant(), make_naive_variant(parse=False)
+    gc.collect()
+    gc.freeze()
+    times = interleaved({"engine": engine_run, "naive": naive_run, "naive_preparsed": naive_pre}, stream, args.chunk)
+    sig = signature_costs(min(args.calls, 100_000), args.chunk)
+
+    med = {name: statistics.median(v) / 1000 for name, v in times.items()}
+    smed = {name: statistics.median(v) / 1000 for name, v in sig.items()}
+    ratio = med["engine"] / med["naive"]
+    ratio_pre = med["engine"] / med["naive_preparsed"]
+    sig_ratio = smed["repeated"] / smed["fresh"]
+    print(f"python {sys.version.split()[0]}, {len(stream)} calls, {len({t for t, _ in stream})} traces, "
+          f"chunks of {args.chunk}, median per call (thread CPU time)")
+    print()
+    print(f"{'measurement':<44}{'µs/call':>10}{'ratio':>9}{'target':>9}  ")
+    print("-" * 76)
+    print(f"{'naive seed-003 counter (parses the JSON)':<44}{med['naive']:>10.2f}")
+    print(f"{'naive seed-003 counter (pre-parsed dicts)':<44}{med['naive_preparsed']:>10.2f}")
+    print(f"{'LoopEngine.observe':<44}{med['engine']:>10.2f}{ratio:>9.2f}{'<= 1.0':>9}  "
+          f"{'ok' if ratio <= 1.0 else 'MISSED'}")
+    print(f"{'  engine / naive with pre-parsed dicts':<44}{'':>10}{ratio_pre:>9.2f}")
+    print(f"{'signature, fresh raw string':<44}{smed['fresh']:>10.2f}")
+    print(f"{'signature, repeated raw string (cached)':<44}{smed['repeated']:>10.2f}{sig_ratio:>9.2f}"
+          f"{'< 0.33':>9}  {'ok' if sig_ratio < 1 / 3 else 'MISSED'}")
+    return 0 if ratio <= 1.0 and sig_ratio < 1 / 3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
