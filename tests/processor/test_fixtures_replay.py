@@ -86,3 +86,44 @@ def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, harness: Har
     emitted = [dict(e.attributes) for s in carriers for e in s.events if e.name == "loopguard.verdict"]
     assert len(emitted) == len(harness.verdict_records()) == 2
     assert emitted == [dict(r.attributes) for r in harness.verdict_records()]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_replay_is_faithful(path: Path, harness: Harness) -> None:
+    """Replayed spans keep ids, names, parents, times, status, events and attributes, and end in end-time order."""
+    records = list(read_spans(str(path)))
+    replay_spans(harness.provider, records, ids=harness.ids)
+    exported = harness.finished()
+    assert len(exported) == len(records)
+    by_id = {r.span_id: r for r in records}
+    for span in exported:
+        record = by_id[span.context.span_id]
+        assert span.context.trace_id == record.trace_id
+        assert span.name == record.name
+        assert (span.parent.span_id if span.parent else None) == record.parent_span_id
+        assert (span.start_time, span.end_time) == (record.start_ns, record.end_ns)
+        assert (span.status.status_code.name == "ERROR") == record.status_error
+        # Loopguard's own verdict events are added on top of the recorded ones.
+        assert [(e.name, e.timestamp, dict(e.attributes)) for e in span.events if e.name != "loopguard.verdict"] == [
+            (n, t, dict(a)) for n, t, a in record.events]
+        assert dict(span.attributes) == dict(record.attributes)
+    ends = [s.end_time for s in exported]
+    assert ends == sorted(ends)
+
+
+def test_replay_keeps_kvlist_attributes(harness: Harness) -> None:
+    """Dict (OTLP kvlist) attribute values survive the replay, as dicts or JSON text, and are judged."""
+    from otel_loopguard._spanrecord import SpanRecord
+
+    root = SpanRecord(7, 1, None, "invoke_agent a", 10, 100, {"gen_ai.operation.name": "invoke_agent"})
+    tools = [
+        SpanRecord(7, 2 + i, 1, "execute_tool search", 20 + 10 * i, 25 + 10 * i, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": {"q": "x", "n": 1}, "gen_ai.tool.call.result": "r"})
+        for i in range(3)
+    ]
+    result = replay_spans(harness.provider, [root, *tools], ids=harness.ids)
+    live_args = result.spans[2].attributes["gen_ai.tool.call.arguments"]
+    assert live_args == {"q": "x", "n": 1} or json.loads(live_args) == {"q": "x", "n": 1}
+    assert [e.intervention.action for e in harness.events if e.intervention] == ["nudge"]
+    assert harness.processor.errors == 0

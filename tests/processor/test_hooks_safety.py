@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_loopguard import LoopGuardConfig
@@ -102,8 +103,8 @@ def test_duplicated_span_ids(make_harness: HarnessFactory) -> None:
     """Spans sharing one span id (a broken id generator) raise nothing and are all exported."""
     h = make_harness()
     provider = TracerProvider(id_generator=_ConstantIds())
-    for processor in h.provider._active_span_processor._span_processors:  # the same two processors, in order
-        provider.add_span_processor(processor)
+    provider.add_span_processor(h.processor)
+    provider.add_span_processor(SimpleSpanProcessor(h.span_exporter))
     tracer = provider.get_tracer("dup")
     for _ in range(2):
         with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
