@@ -1,4 +1,4 @@
-"""``LoopGuardSpanProcessor`` end to end: an agent loop in-process → SDK OTLP exporters → rotel → recording backend.
+"""``LoopGuardSpanProcessor`` end to end: agent loop in-process → SDK OTLP exporters → rotel → recording backend.
 
 Run once over OTLP/gRPC and once over OTLP/HTTP (protobuf). The agent emits GenAI-convention spans; the verdict
 event, the span event on the agent span and the metrics are asserted as the backend received them.

@@ -48,7 +48,7 @@ class Clock:
 
 @dataclass
 class Harness:
-    """One real pipeline: TracerProvider(LoopGuardSpanProcessor, SimpleSpanProcessor(in-memory)) plus logs and metrics."""
+    """One real pipeline: TracerProvider(LoopGuardSpanProcessor, SimpleSpanProcessor(in-memory)), logs, metrics."""
 
     provider: TracerProvider
     processor: LoopGuardSpanProcessor
@@ -69,7 +69,8 @@ class Harness:
     def verdict_records(self) -> list[Any]:
         """Exported ``loopguard.verdict`` log records (SDK ``LogRecord`` objects), in emission order."""
         return [
-            r.log_record for r in self.log_exporter.get_finished_logs() if r.log_record.event_name == "loopguard.verdict"
+            r.log_record for r in self.log_exporter.get_finished_logs()
+            if r.log_record.event_name == "loopguard.verdict"
         ]
 
     def finished(self, name: str | None = None) -> list[ReadableSpan]:

@@ -1,4 +1,4 @@
-"""The in-process harness API: ``check``, ``verdict``, ``Intervention.raise_if_stop``, listeners, MCP and conversations."""
+"""The in-process harness API: ``check``, ``verdict``, ``raise_if_stop``, listeners, MCP and conversations."""
 
 from __future__ import annotations
 

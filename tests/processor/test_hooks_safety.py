@@ -55,7 +55,7 @@ def test_hostile_attributes_never_reach_the_with_block(harness: Harness, attrs: 
 
 
 def test_hostile_values_are_judged_not_errors(harness: Harness) -> None:
-    """Unusual but valid attribute types (int tool name, non-JSON args, bytes, dicts) are judged, not counted as errors."""
+    """Unusual but valid attribute types (int tool name, non-JSON args, bytes, dicts) are judged, not errors."""
     h = harness
     for _, attrs in HOSTILE[:10]:
         with h.tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
