@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
-from opentelemetry.metrics import MeterProvider, get_meter
+from opentelemetry.metrics import CallbackOptions, MeterProvider, get_meter
+from opentelemetry.metrics import Observation as Measurement
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext
 
 from . import _names as n
@@ -37,6 +39,31 @@ class CappedNames:
             self._seen.add(name)
             return name
         return n.OTHER_TOOL
+
+
+class _Tally:
+    """Counts by one attribute value, reported by an observable instrument when the reader collects.
+
+    A synchronous ``Counter.add`` costs the SDK several microseconds (attribute hashing, view matching,
+    aggregation locks); the tool-call count changes on every tool span, so it is kept here for a dict
+    update under a lock and handed to the SDK only at collection time. Values seen once are reported
+    for good, also at zero, which is what a cumulative synchronous counter shows.
+    """
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, amount: int, value: str) -> None:
+        with self._lock:
+            self._counts[value] = self._counts.get(value, 0) + amount
+
+    def observe(self, options: CallbackOptions) -> Iterable[Measurement]:
+        with self._lock:
+            counts = list(self._counts.items())
+        key = self._key
+        return [Measurement(count, {key: value}) for value, count in counts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +155,15 @@ class Emitter:
         self.interventions = meter.create_counter(
             n.METRIC_INTERVENTIONS, n.UNIT_INTERVENTION, "Nudges and stops decided by loopguard"
         )
-        self.active = meter.create_up_down_counter(
-            n.METRIC_TRACES_ACTIVE, n.UNIT_TRACE, "Traces tracked now, by current verdict"
+        # Observable: these two change on every tool span or trace (see _Tally).
+        self._active = _Tally(n.LOOPGUARD_VERDICT)
+        self.active = meter.create_observable_up_down_counter(
+            n.METRIC_TRACES_ACTIVE, [self._active.observe], n.UNIT_TRACE, "Traces tracked now, by current verdict"
         )
-        self.tool_calls = meter.create_counter(n.METRIC_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls observed")
+        self._tool_calls = _Tally(n.GEN_AI_TOOL_NAME)
+        self.tool_calls = meter.create_observable_counter(
+            n.METRIC_TOOL_CALLS, [self._tool_calls.observe], n.UNIT_TOOL_CALL, "Tool calls observed"
+        )
         self.trace_steps = meter.create_histogram(
             n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace",
             explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
@@ -153,7 +185,7 @@ class Emitter:
 
     def tool_call(self, tool: str) -> None:
         """Count one tool call."""
-        self.tool_calls.add(1, {n.GEN_AI_TOOL_NAME: self.tool_names(tool)})
+        self._tool_calls.add(1, self.tool_names(tool))
 
     def emit(self, event: VerdictEvent, target: Span | None) -> None:
         """Send the event, the span event on ``target`` (the agent or root span) and the metrics."""
@@ -186,8 +218,8 @@ class Emitter:
                 n.LOOPGUARD_RULE: t.verdict.rule,
                 n.GEN_AI_AGENT_NAME: self.agent_names(event.agent),
             })
-            self.active.add(-1, {n.LOOPGUARD_VERDICT: t.previous})
-            self.active.add(1, {n.LOOPGUARD_VERDICT: t.verdict.kind})
+            self._active.add(-1, t.previous)
+            self._active.add(1, t.verdict.kind)
             if t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
                 self.detection_delay.record(t.verdict.step - t.verdict.cycle_start + 1)
         if event.intervention is not None:
@@ -198,11 +230,11 @@ class Emitter:
 
     def trace_started(self) -> None:
         """A new trace is tracked (it starts as working)."""
-        self.active.add(1, {n.LOOPGUARD_VERDICT: "working"})
+        self._active.add(1, "working")
 
     def trace_finished(self, verdict: str, steps: int, cost: float | None, evicted: str | None = None) -> None:
         """A trace was released (its root ended) or evicted; record its final figures."""
-        self.active.add(-1, {n.LOOPGUARD_VERDICT: verdict})
+        self._active.add(-1, verdict)
         if steps:
             self.trace_steps.record(steps)
         if cost is not None:
