@@ -86,7 +86,9 @@ class OTLPHTTPServer(ThreadingHTTPServer):
 
     def start(self) -> None:
         """Serve on a daemon thread."""
-        self._thread = threading.Thread(target=self.serve_forever, name="loopguard-serve-http", daemon=True)
+        # A short poll interval keeps stop() quick; the cost is a select() call ten times a second when idle.
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.1,), name="loopguard-serve-http",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -100,6 +102,8 @@ class OTLPHTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: OTLPHTTPServer
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes; with Nagle on, each reply would wait for a delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's signature
         pass  # one line per request on stderr would drown the service's own output
