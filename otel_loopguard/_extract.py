@@ -70,7 +70,7 @@ def is_mcp_client(attrs: Mapping[str, Any]) -> bool:
 def _int(value: Any) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float token count
         return 0
 
 
@@ -174,7 +174,7 @@ class Extractor:
         if deadline is not None:
             try:
                 lease = Lease(str(owner or ""), float(deadline))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
                 lease = None
         # OpenInference's hide_inputs/hide_outputs leave a placeholder: that is "not recorded", not a value.
         if args == _REDACTED:
