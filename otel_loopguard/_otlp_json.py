@@ -24,7 +24,7 @@ from typing import Any
 from ._errors import InputError
 from ._spanrecord import SpanRecord
 
-__all__ = ["decode_json_request", "decode_json_document"]
+__all__ = ["decode_json_document", "decode_json_request"]
 
 # AnyValue nesting (arrays/kvlists inside values) beyond this is refused, so a
 # hostile document cannot exhaust the interpreter stack.

@@ -12,7 +12,8 @@ import json
 import os
 import re
 import zlib
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 from ._errors import InputError
 from ._otlp_json import decode_json_document, decode_json_request, parse_json
@@ -73,7 +74,7 @@ def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = Non
     """
     report = on_error or _raise
     try:
-        raw = open(path, "rb")
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the with block below
     except OSError as exc:
         report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
         return
@@ -82,7 +83,7 @@ def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = Non
             stream: IO[bytes] = raw
             if raw.peek(2)[:2] == _GZIP_MAGIC:
                 stream = gzip.GzipFile(fileobj=raw, mode="rb")
-            name = path[:-3] if path.endswith(".gz") else path
+            name = path.removesuffix(".gz")
             if os.path.splitext(name)[1].lower() in _PROTO_EXTENSIONS:
                 yield from _proto_file(stream.read(), path, report, forced=True)
                 return
@@ -102,8 +103,7 @@ def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = Non
 
 
 def _looks_like_json(head: bytes) -> bool:
-    if head.startswith(_BOM):
-        head = head[len(_BOM) :]
+    head = head.removeprefix(_BOM)
     text = head.lstrip(_WHITESPACE)
     return (not text or text[:1] in b"{[") and _BINARY.search(head) is None
 

@@ -6,7 +6,8 @@ TracerProvider (about 10 attributes, one a 200-byte JSON argument string), write
 
 * ``loads``: ``json.loads`` of every line;
 * ``loads+decode``: ``json.loads`` then ``decode_json_request`` of every line;
-* ``proto``: ``decode_proto_request`` of the same spans serialised as protobuf.
+* ``proto``: ``decode_proto_request`` of the same spans serialised as protobuf;
+* ``file``: reading the JSON Lines file and ``json.loads`` of each line, against ``read_spans`` of the same file.
 
 The ratio printed is ``loads / (loads+decode)``; the audit target is >= 0.5 for the whole audit, so decoding alone
 must stay well above that.
@@ -14,9 +15,12 @@ must stay well above that.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -28,6 +32,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_loopguard._otlp_json import decode_json_request
 from otel_loopguard._otlp_proto import decode_proto_request
+from otel_loopguard._otlp_read import read_spans
 from otel_loopguard._otlp_write import spans_to_otlp_dict
 
 PER_LINE = 100
@@ -66,32 +71,48 @@ def main(count: int = 200_000, rounds: int = 5) -> None:
     chunks = [spans[i : i + PER_LINE] for i in range(0, len(spans), PER_LINE)]
     lines = [json.dumps(spans_to_otlp_dict(chunk), separators=(",", ":")).encode() for chunk in chunks]
     blobs = [encode_spans(chunk).SerializeToString() for chunk in chunks]
-    print(f"{len(spans)} spans, {len(lines)} lines, {sum(map(len, lines)) / len(spans):.0f} JSON bytes/span")
+    total = len(spans)
+    print(f"{total} spans, {len(lines)} lines, {sum(map(len, lines)) / total:.0f} JSON bytes/span")
+    # An audit process does not hold the SDK spans; keeping them alive would
+    # make every full garbage collection (which json.loads triggers) walk them.
+    del spans, chunks
+    gc.collect()
 
-    loads_t, both_t, proto_t = [], [], []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for line in lines:
-            json.loads(line)
-        t1 = time.perf_counter()
-        decoded = 0
-        for line in lines:
-            decoded += len(decode_json_request(json.loads(line)))
-        t2 = time.perf_counter()
-        for blob in blobs:
-            decode_proto_request(blob)
-        t3 = time.perf_counter()
-        assert decoded == len(spans)
-        loads_t.append(t1 - t0)
-        both_t.append(t2 - t1)
-        proto_t.append(t3 - t2)
-    loads, both, proto = (statistics.median(t) for t in (loads_t, both_t, proto_t))
-    per = 1e6 / len(spans)
+    handle, path = tempfile.mkstemp(suffix=".jsonl")
+    with os.fdopen(handle, "wb") as fh:
+        fh.write(b"\n".join(lines) + b"\n")
+    try:
+        times: dict[str, list[float]] = {"loads": [], "both": [], "proto": [], "file_loads": [], "file_read": []}
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for line in lines:
+                json.loads(line)
+            t1 = time.perf_counter()
+            decoded = 0
+            for line in lines:
+                decoded += len(decode_json_request(json.loads(line)))
+            t2 = time.perf_counter()
+            for blob in blobs:
+                decode_proto_request(blob)
+            t3 = time.perf_counter()
+            with open(path, "rb") as fh:
+                for line in fh:
+                    json.loads(line)
+            t4 = time.perf_counter()
+            read = sum(1 for _ in read_spans(path))
+            t5 = time.perf_counter()
+            assert decoded == read == total
+            for name, value in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                times[name].append(value)
+    finally:
+        os.unlink(path)
+    loads, both, proto, file_loads, file_read = (statistics.median(t) for t in times.values())
+    per = 1e6 / total
     print(f"json.loads          {loads * per:6.2f} us/span")
     print(f"loads + decode      {both * per:6.2f} us/span  (decode alone {(both - loads) * per:.2f} us/span)")
     print(f"protobuf decode     {proto * per:6.2f} us/span")
-    print(f"ratio loads/(loads+decode) = {loads / both:.2f}")
-
+    print(f"file: lines+loads   {file_loads * per:6.2f} us/span,  read_spans {file_read * per:6.2f} us/span")
+    print(f"ratio loads/(loads+decode) = {loads / both:.2f};  file ratio = {file_loads / file_read:.2f}")
 
 if __name__ == "__main__":
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 200_000)
