@@ -13,6 +13,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
 
 from . import _names as n
 from ._config import LoopGuardConfig
@@ -36,6 +37,24 @@ from ._store import StateStore
 _logger = logging.getLogger(__name__)
 
 Listener = Callable[[VerdictEvent], None]
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def _plain(attrs: Any) -> dict[str, Any]:
+    """A span's attributes as a plain dict (never mutated by the caller).
+
+    ``span.attributes`` is a ``MappingProxyType`` over the SDK's ``BoundedAttributes``, whose public
+    ``copy()`` is one C-level dict copy; anything else is copied the slow way.
+    """
+    if attrs is None:
+        return _EMPTY
+    try:
+        plain = attrs.copy()
+    except AttributeError:
+        return dict(attrs)
+    return plain if type(plain) is dict else dict(attrs)
 
 
 class _Agent:
@@ -156,8 +175,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 span.set_attributes(self._stamps)
             parent = span.parent
             is_root = parent is None or parent.is_remote
+            # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
+            # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
+            # keys under a lock, and each Mapping.get miss raises and catches KeyError.
             attrs = span.attributes
-            role = span_role(attrs) if attrs and not MARKER_KEYS.isdisjoint(attrs) else None
+            role = None
+            if attrs:
+                attrs = _plain(attrs)
+                if not MARKER_KEYS.isdisjoint(attrs):
+                    role = span_role(attrs)
             if not is_root and role is None:
                 return
             ctx = span.get_span_context()
@@ -178,7 +204,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         try:
             attrs = span.attributes
-            if attrs and not MARKER_KEYS.isdisjoint(attrs):
+            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
+            if not MARKER_KEYS.isdisjoint(attrs):
+                # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
+                attrs = _plain(attrs)
                 role = span_role(attrs)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
@@ -291,14 +320,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
             else:
                 agent, target = None, None
         status = span.status
+        status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
             attrs,
             span_name=span.name,
             start_ns=span.start_time,
             end_ns=span.end_time,
-            status_error=status.status_code.value == 2,
+            status_error=status_error,
             status_message=status.description,
-            events=((e.name, e.attributes or {}) for e in span.events) if span.events else (),
+            # Events matter only for the error class of a failed call; ``span.events`` copies them.
+            events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
         )
         now = call.end if call.end is not None else time.time()
         key = self._state_key(trace_id, attrs)
