@@ -6,7 +6,7 @@ import json
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator
 
-from ._audit import audit_trace
+from ._audit import audit_trace, step_signature
 from ._engine import LoopEngine
 from ._extract import MARKER_KEYS, ROLE_LLM, ROLE_TOOL, Extractor, is_mcp_client, llm_usage, span_role
 from ._model import ToolCall
@@ -28,6 +28,47 @@ def _seed_args(call: ToolCall) -> dict[str, Any]:
     if isinstance(args, dict):
         return args
     return {"input": args}
+
+
+def seed_audit(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict[str, Any]:
+    """The seed-000 audit of ``calls``, equal to ``audit_trace`` of their ``_seed_args`` steps, but cheaper.
+
+    Signatures are built only where equality is not evident: calls of different tools (names without ``|``)
+    differ, and calls of the same tool with identical raw arguments are equal; only the rest (and the first
+    call of each long run, for the message) pay for parsing the arguments.
+    """
+    count = len(calls)
+    if count == 0:
+        return audit_trace([], max_steps, repeat_limit)
+    sigs: list[str | None] = [None] * count
+
+    def sig(i: int) -> str:
+        s = sigs[i]
+        if s is None:
+            s = sigs[i] = step_signature({"tool": calls[i].tool, "args": _seed_args(calls[i])})
+        return s
+
+    def same_as_previous(i: int) -> bool:
+        a, b = calls[i - 1], calls[i]
+        if a.tool == b.tool:
+            if a.arguments is b.arguments or (a.arguments.__class__ is str and a.arguments == b.arguments):
+                return True
+        elif "|" not in a.tool and "|" not in b.tool:
+            return False
+        return sig(i - 1) == sig(i)
+
+    violations: list[str] = []
+    if count > max_steps:
+        violations.append(f"step_limit:{count}")
+    run_start = 0
+    for index in range(1, count + 1):
+        if index < count and same_as_previous(index):
+            continue
+        if index - run_start >= repeat_limit:
+            violations.append(f"repeat_loop:{sig(run_start)}@{run_start}")
+        run_start = index
+    violations.sort()
+    return {"ok": not violations, "steps_used": count, "violations": violations}
 
 
 class TraceEvaluator:
@@ -54,7 +95,7 @@ class TraceEvaluator:
         spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
         tool_spans = {s.span_id for s in spans if s.attributes and span_role(s.attributes) == ROLE_TOOL}
         replay = Replay(self.engine)
-        seed_steps: list[dict[str, Any]] = []
+        seed_calls: list[ToolCall] = []
         priced = bool(self.engine.config.prices)
         seen_usage = False
         for span in spans:
@@ -75,7 +116,7 @@ class TraceEvaluator:
                     events=((name, ev_attrs) for name, _, ev_attrs in span.events),
                 )
                 replay.call(call)
-                seed_steps.append({"tool": call.tool, "args": _seed_args(call)})
+                seed_calls.append(call)
             elif role == ROLE_LLM:
                 usage = llm_usage(attrs)
                 if usage is not None:
@@ -85,7 +126,7 @@ class TraceEvaluator:
             observed_at = max(s.end_ns for s in spans) * 1e-9
         replay.finish(observed_at)
         cfg = self.engine.config
-        seed = audit_trace(seed_steps, cfg.max_steps, cfg.repeat_limit)
+        seed = seed_audit(seed_calls, cfg.max_steps, cfg.repeat_limit)
         trace_id = f"{spans[0].trace_id:032x}" if spans else None
         return replay.report(source, trace_id, seed, with_cost=priced or seen_usage,
                              attributes=self._group_values(spans))
