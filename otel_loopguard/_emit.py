@@ -42,28 +42,28 @@ class CappedNames:
 
 
 class _Tally:
-    """Counts by one attribute value, reported by an observable instrument when the reader collects.
+    """Counts by attribute values, reported by an observable instrument when the reader collects.
 
     A synchronous ``Counter.add`` costs the SDK several microseconds (attribute hashing, view matching,
-    aggregation locks); the tool-call count changes on every tool span, so it is kept here for a dict
-    update under a lock and handed to the SDK only at collection time. Values seen once are reported
-    for good, also at zero, which is what a cumulative synchronous counter shows.
+    aggregation locks); tool calls, trace starts and transitions happen on the application's thread, so
+    their counts are kept here for a dict update under a lock and handed to the SDK only at collection
+    time. Values seen once are reported for good, also at zero, as a cumulative synchronous counter shows.
     """
 
-    def __init__(self, key: str) -> None:
-        self._key = key
-        self._counts: dict[str, int] = {}
+    def __init__(self, *keys: str) -> None:
+        self._keys = keys
+        self._counts: dict[tuple[str, ...], int] = {}
         self._lock = threading.Lock()
 
-    def add(self, amount: int, value: str) -> None:
+    def add(self, amount: int, *values: str) -> None:
         with self._lock:
-            self._counts[value] = self._counts.get(value, 0) + amount
+            self._counts[values] = self._counts.get(values, 0) + amount
 
     def observe(self, options: CallbackOptions) -> Iterable[Measurement]:
         with self._lock:
             counts = list(self._counts.items())
-        key = self._key
-        return [Measurement(count, {key: value}) for value, count in counts]
+        keys = self._keys
+        return [Measurement(count, dict(zip(keys, values))) for values, count in counts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +151,16 @@ class Emitter:
         self._version = normalizer_version
         self.tool_names = CappedNames(max_names)
         self.agent_names = CappedNames(max_names)
-        self.verdicts = meter.create_counter(n.METRIC_VERDICTS, n.UNIT_TRANSITION, "Verdict transitions of traces")
-        self.interventions = meter.create_counter(
-            n.METRIC_INTERVENTIONS, n.UNIT_INTERVENTION, "Nudges and stops decided by loopguard"
+        # Observable counters: these change on the application's thread per tool span, trace or transition.
+        self._verdicts = _Tally(n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME)
+        self.verdicts = meter.create_observable_counter(
+            n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
         )
-        # Observable: these two change on every tool span or trace (see _Tally).
+        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE)
+        self.interventions = meter.create_observable_counter(
+            n.METRIC_INTERVENTIONS, [self._interventions.observe], n.UNIT_INTERVENTION,
+            "Nudges and stops decided by loopguard",
+        )
         self._active = _Tally(n.LOOPGUARD_VERDICT)
         self.active = meter.create_observable_up_down_counter(
             n.METRIC_TRACES_ACTIVE, [self._active.observe], n.UNIT_TRACE, "Traces tracked now, by current verdict"
@@ -212,21 +217,13 @@ class Emitter:
             target.add_event(n.EVENT_VERDICT, attrs, event.timestamp_ns)
         if event.transition is not None:
             t = event.transition
-            self.verdicts.add(1, {
-                n.LOOPGUARD_VERDICT: t.verdict.kind,
-                n.LOOPGUARD_VERDICT_PREVIOUS: t.previous,
-                n.LOOPGUARD_RULE: t.verdict.rule,
-                n.GEN_AI_AGENT_NAME: self.agent_names(event.agent),
-            })
+            self._verdicts.add(1, t.verdict.kind, t.previous, t.verdict.rule, self.agent_names(event.agent))
             self._active.add(-1, t.previous)
             self._active.add(1, t.verdict.kind)
             if t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
                 self.detection_delay.record(t.verdict.step - t.verdict.cycle_start + 1)
         if event.intervention is not None:
-            self.interventions.add(1, {
-                n.LOOPGUARD_INTERVENTION: event.intervention.action,
-                n.LOOPGUARD_RULE: event.intervention.rule,
-            })
+            self._interventions.add(1, event.intervention.action, event.intervention.rule)
 
     def trace_started(self) -> None:
         """A new trace is tracked (it starts as working)."""
