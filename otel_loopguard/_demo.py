@@ -364,7 +364,8 @@ def _rate_limited(run: _Run) -> None:
     policy = run.demo.config.retry
     for attempt in range(policy.max_attempts + 1):
         # Backoff as the policy expects: interval * rate**(n-1) before retry n, plus a little slack.
-        gap = None if attempt == 0 else policy.min_gap(attempt) / (1 - policy.tolerance) + run.demo.clock.jitter(0, 0.3)
+        gap = None if attempt == 0 else (
+            policy.interval_seconds * policy.backoff_rate ** (attempt - 1) + run.demo.clock.jitter(0, 0.3))
         run.tool("get_invoice", {"invoice_id": "INV-2291"}, None, error="RateLimitError", gap=gap)
     run.status = "paused: the invoice API still answers 429; the harness retries later"
 
