@@ -337,7 +337,9 @@ def build_providers(environ: Mapping[str, str]) -> tuple[Any, Any]:
     if protocol("LOGS").startswith("http"):
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415
     else:
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter  # type: ignore[assignment] # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[assignment] # noqa: PLC0415
+            OTLPLogExporter,
+        )
     if protocol("METRICS").startswith("http"):
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
     else:
@@ -346,7 +348,8 @@ def build_providers(environ: Mapping[str, str]) -> tuple[Any, Any]:
         )
     logger_provider = SdkLoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
-    meter_provider = SdkMeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    meter_provider = SdkMeterProvider(resource=resource, metric_readers=[reader])
     return logger_provider, meter_provider
 
 

@@ -36,7 +36,17 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from ._audit import audit_trace
 from ._cost import Usage
 from ._engine import LoopEngine, TraceState
-from ._extract import MARKER_KEYS, ROLE_LLM, ROLE_TOOL, Extractor, agent_name, conversation_id, is_mcp_client, llm_usage, span_role
+from ._extract import (
+    MARKER_KEYS,
+    ROLE_LLM,
+    ROLE_TOOL,
+    Extractor,
+    agent_name,
+    conversation_id,
+    is_mcp_client,
+    llm_usage,
+    span_role,
+)
 from ._model import STUCK, Intervention, Observation, ToolCall, Transition
 from ._emit import VerdictEvent
 from ._replay import TraceReport

@@ -39,9 +39,11 @@ def serve(otlp_receiver: RecordingOTLPReceiver) -> Iterator[tuple[Server, Logger
     endpoint = f"http://{otlp_receiver.endpoint}"
     resource = Resource.create({"service.name": "otel-loopguard"})
     logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint, insecure=True)))
+    exporter = OTLPLogExporter(endpoint=endpoint, insecure=True)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     meter_provider = MeterProvider(resource=resource, metric_readers=[
-        PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, insecure=True), export_interval_millis=60_000)
+        PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, insecure=True),
+                                      export_interval_millis=60_000)
     ])
     server = Server(LoopGuardConfig(), grpc_address="127.0.0.1:0", http_address=None, idle=0.5,
                     logger_provider=logger_provider, meter_provider=meter_provider)
@@ -55,7 +57,9 @@ def serve(otlp_receiver: RecordingOTLPReceiver) -> Iterator[tuple[Server, Logger
 
 
 @pytest.fixture
-def rotel_to_serve(rotel_unavailable_reason: str | None, serve: tuple[Server, LoggerProvider, MeterProvider]) -> Iterator[RotelCollector]:
+def rotel_to_serve(
+    rotel_unavailable_reason: str | None, serve: tuple[Server, LoggerProvider, MeterProvider]
+) -> Iterator[RotelCollector]:
     """A rotel agent whose OTLP exporter points at serve's gRPC receiver."""
     if rotel_unavailable_reason is not None:
         message = f"rotel collector unavailable: {rotel_unavailable_reason}"
@@ -78,13 +82,14 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
     rotel_to_serve: RotelCollector, serve: tuple[Server, LoggerProvider, MeterProvider],
     otlp_receiver: RecordingOTLPReceiver,
 ) -> None:
-    """A looping agent's plain GenAI spans reach serve via rotel; the stuck event (trace id, attributes) and metrics arrive."""
+    """A looping agent's plain GenAI spans reach serve via rotel; the stuck event and the metrics reach the backend."""
     server, logger_provider, meter_provider = serve
     judged = threading.Event()
     server.add_listener(lambda event: judged.set() if event.verdict.kind == "stuck" else None)
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": "looping-agent"}))
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=rotel_to_serve.grpc_endpoint, insecure=True), schedule_delay_millis=50)
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=rotel_to_serve.grpc_endpoint, insecure=True),
+                           schedule_delay_millis=50)
     )
     tracer = tracer_provider.get_tracer("agent")
     with tracer.start_as_current_span("invoke_agent researcher", attributes={

@@ -209,7 +209,9 @@ class Harness:
     def metric_names(self) -> set[str]:
         """Names of the metrics recorded so far."""
         data = self.metrics.get_metrics_data()
-        return {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics} if data else set()
+        if data is None:
+            return set()
+        return {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
 
     def __enter__(self) -> Harness:
         self.server.start()
