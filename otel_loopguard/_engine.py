@@ -220,11 +220,12 @@ class LoopEngine:
         """
         if state.index < 0:
             return None
-        before = state.verdict
-        observation = self._conclude(state, self._decide(state, now), None)
-        if observation.transition is None and observation.intervention is None and observation.verdict.kind == before.kind:
+        verdict = self._decide(state, now)
+        if verdict.kind == state.verdict.kind:
+            # Nothing new happened: no call continued the loop, so the nudge/stop ladder must not advance
+            # (the live processor, which judges only when a span ends, would not advance it either).
             return None
-        return observation
+        return self._conclude(state, verdict, None)
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""

@@ -125,8 +125,6 @@ def test_out_file_with_the_demo_config_reproduces_costs(tmp_path: Path, capsys: 
     assert [i["rule"] for i in audited[cost.trace_id]["interventions"]] == ["cost_limit"]
 
 
-@pytest.mark.xfail(strict=True, reason="engine: reevaluate() at the observation time advances the nudge->stop "
-                   "ladder of a stuck trace, so audit adds a stop the live processor never made (ping-pong)")
 def test_out_file_with_the_demo_config_gives_the_same_interventions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
