@@ -38,6 +38,7 @@ from opentelemetry.metrics import MeterProvider
 from ._config import LoopGuardConfig
 from ._emit import Emitter, VerdictEvent
 from ._engine import LoopEngine
+from ._model import WORKING
 from ._replay import TraceReport
 from ._serve_eval import FinishedTrace, ServeStats, TraceTable
 from ._serve_grpc import OTLPGrpcServer
@@ -210,7 +211,15 @@ class Server:
 
     def ingest(self, spans: list[SpanRecord]) -> None:
         """Judge decoded spans as if they arrived in one request (what the receivers call)."""
-        events, tools, finished = self._table.add(spans, self._clock())
+        events, tools, finished, started = self._table.add(spans, self._clock())
+        for kind in started:
+            # The processor counts a trace as active from its first tool or model span; so does serve.
+            if kind == WORKING:
+                self._emitter.trace_started()
+            else:
+                # A finished trace reopened by late spans comes back with its verdict; Emitter has no public
+                # call for that yet (asked for: Emitter.trace_resumed(verdict)).
+                self._emitter._active.add(1, kind)
         for tool in tools:
             self._emitter.tool_call(tool)
         self._publish(events, finished)
@@ -244,8 +253,9 @@ class Server:
                     self._emitter.error(type(exc).__name__)
         for done in finished:
             report = done.report
-            cost = report.cost.usd if report.cost is not None and done.seen_usage else None
-            self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)
+            if done.tracked:
+                cost = report.cost.usd if report.cost is not None and done.seen_usage else None
+                self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)
             for report_listener in self._report_listeners:
                 try:
                     report_listener(report)

@@ -80,11 +80,13 @@ class FinishedTrace:
         report: what ``audit`` would print for the spans received so far.
         evicted: ``capacity`` when it was finished early to bound memory, else None.
         seen_usage: whether model usage was seen (the cost is recorded only then).
+        tracked: whether it had a tool or model span (only those count in the processor's metrics).
     """
 
     report: TraceReport
     evicted: str | None
     seen_usage: bool
+    tracked: bool
 
 
 class _Judge:
@@ -116,7 +118,7 @@ class _Judge:
 
 class _Trace:
     __slots__ = ("trace_id", "steps", "tool_ids", "judge", "max_end_ns", "last_seen", "emitted", "exact",
-                 "last_key", "reopened")
+                 "last_key", "reopened", "tracked")
 
     def __init__(self, trace_id: int, engine: LoopEngine) -> None:
         self.trace_id = trace_id
@@ -130,6 +132,7 @@ class _Trace:
         self.last_key: tuple[int, int] | None = None
         # Set when late spans reopen a finished trace: its final re-evaluation must not stay in the history.
         self.reopened = False
+        self.tracked = False
 
 
 def _event_key(obs: Observation) -> tuple[Any, ...]:
@@ -196,11 +199,14 @@ class TraceTable:
 
     # -- public ---------------------------------------------------------------
 
-    def add(self, spans: Iterable[SpanRecord], now: float) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace]]:
+    def add(
+        self, spans: Iterable[SpanRecord], now: float
+    ) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace], list[str]]:
         """Take one request's spans.
 
         Returns:
-            (events to emit, tool names of newly judged calls, traces finished early to bound memory).
+            (events to emit, tool names of newly judged calls, traces finished early to bound memory,
+            current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
         by_trace: dict[int, list[SpanRecord]] = {}
         count = 0
@@ -210,15 +216,17 @@ class TraceTable:
         events: list[VerdictEvent] = []
         tools: list[str] = []
         finished: list[FinishedTrace] = []
+        started: list[str] = []
         with self._lock:
             self._counts["spans"] += count
             for trace_id, batch in by_trace.items():
                 trace = self._open.get(trace_id)
+                reopened = False
                 if trace is None:
                     trace = self._done.pop(trace_id, None)
                     if trace is not None:
                         self._counts["late_spans"] += len(batch)
-                        trace.reopened = True
+                        trace.reopened = reopened = True
                     else:
                         trace = _Trace(trace_id, self.engine)
                     self._open[trace_id] = trace
@@ -229,8 +237,13 @@ class TraceTable:
                 else:
                     self._open.move_to_end(trace_id)
                 trace.last_seen = now
+                if reopened and trace.tracked:
+                    started.append(trace.judge.state.verdict.kind)
                 self._take(trace, batch, events, tools)
-        return events, tools, finished
+                if not trace.tracked and trace.last_key is not None:
+                    trace.tracked = True
+                    started.append(trace.judge.state.verdict.kind)
+        return events, tools, finished, started
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -405,4 +418,4 @@ class TraceTable:
             violations=tuple(seed["violations"]),
             cost=judge.state.cost if with_cost else None,
         )
-        return FinishedTrace(report, evicted, judge.seen_usage)
+        return FinishedTrace(report, evicted, judge.seen_usage, trace.tracked)

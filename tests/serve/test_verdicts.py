@@ -180,3 +180,21 @@ def test_stop_drains_open_traces() -> None:
         post(h.server.http_port, FIXTURE_FILES[0].read_bytes(), "application/json")
         assert h.reports == []
     assert len(h.reports) == 1
+
+
+def test_active_traces_gauge_returns_to_zero(items: list) -> None:
+    """After every trace is finished (some reopened by late spans) ``loopguard.traces.active`` sums to zero."""
+    with Harness(idle=0.2) as h:
+        ordered = sorted(items, key=lambda it: int(it[2]["startTimeUnixNano"]))
+        half = len(ordered) // 2
+        post(h.server.http_port, to_proto(request_dict(ordered[:half])), "application/x-protobuf")
+        assert h.wait_reports(1)
+        h.server.finish_all()
+        post(h.server.http_port, to_proto(request_dict(ordered[half:])), "application/x-protobuf")
+        h.server.finish_all()
+        assert h.server.stats().late_spans > 0
+        data = h.metrics.get_metrics_data()
+        points = [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                  if m.name == "loopguard.traces.active" for p in m.data.data_points]
+        assert points
+        assert sum(p.value for p in points) == 0
