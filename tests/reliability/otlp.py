@@ -69,6 +69,7 @@ def build_otlp_pipeline(
     config: LoopGuardConfig | None = None,
     timeout: float = 10.0,
     max_queue_size: int = 2048,
+    schedule_delay_millis: int = 50,
     metric_interval_millis: int = 200,
     service: str = "loopguard-reliability",
 ) -> OtlpPipeline:
@@ -79,7 +80,7 @@ def build_otlp_pipeline(
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(
         OTLPLogExporter(endpoint=endpoint, insecure=True, timeout=timeout),
-        schedule_delay_millis=50, max_queue_size=max_queue_size, max_export_batch_size=min(512, max_queue_size),
+        schedule_delay_millis=schedule_delay_millis, max_queue_size=max_queue_size, max_export_batch_size=min(512, max_queue_size),
         meter_provider=sdk_meter_provider,
     ))
     meter_provider = MeterProvider(

@@ -1,0 +1,107 @@
+"""Shutdown: ``force_flush`` and ``shutdown`` deliver pending verdict events, can be repeated, and a process that
+simply exits loses no verdict event (the SDK providers' atexit shutdown delivers them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.reliability.otlp import agent_loop, build_otlp_pipeline, received_verdict_keys, verdict_keys
+from tests.support.otlp_receiver import LOGS, METRICS, RecordingOTLPReceiver
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_force_flush_and_shutdown_deliver_pending_events_and_can_be_repeated(
+    otlp_receiver: RecordingOTLPReceiver,
+) -> None:
+    """With a one-minute batch delay nothing leaves on its own; ``force_flush`` delivers every pending event before
+    it returns, a second flush and two shutdowns are harmless, and spans after shutdown are ignored quietly."""
+    pipeline = build_otlp_pipeline("http://" + otlp_receiver.endpoint, schedule_delay_millis=60_000)
+    agent_loop(pipeline, 20)
+    assert pipeline.events
+    assert received_verdict_keys(otlp_receiver.log_records()) == set()  # still pending in the SDK's queue
+
+    processor = pipeline.processor
+    assert processor.force_flush(5_000) is True
+    # force_flush returned only after the exporter's call returned, so the receiver has already recorded them.
+    assert verdict_keys(pipeline) <= received_verdict_keys(otlp_receiver.log_records())
+    assert processor.force_flush(5_000) is True
+
+    processor.shutdown()
+    processor.shutdown()
+    before = len(pipeline.events)
+    agent_loop(pipeline, 3)
+    assert len(pipeline.events) == before
+    assert processor.errors == 0
+    assert pipeline.shutdown() < 5.0
+    pipeline.shutdown()  # every provider tolerates a second shutdown
+
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[2])
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+    endpoint = sys.argv[1]
+    # Created in this order on purpose: atexit runs handlers last-in first-out, so the tracer provider (and the
+    # processor's final metrics) shuts down first, then the logger provider, then the meter provider.
+    meters = MeterProvider(metric_readers=[PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=endpoint, insecure=True), export_interval_millis=3_600_000)])
+    logs = LoggerProvider()
+    # A one-hour delay: only the exit-time shutdown can deliver these events.
+    logs.add_log_record_processor(BatchLogRecordProcessor(
+        OTLPLogExporter(endpoint=endpoint, insecure=True), schedule_delay_millis=3_600_000))
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(signature_key=b"k" * 16),
+                                       logger_provider=logs, meter_provider=meters)
+    events = []
+    processor.add_listener(lambda e: events.append([f"{e.trace_id:032x}", e.steps,
+                                                    e.intervention.action if e.intervention else "none"]))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("exit-test")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": '{"q": "x"}', "gen_ai.tool.call.result": "none"}
+    for _ in range(3):
+        with tracer.start_as_current_span("agent run"):
+            for _ in range(6):
+                tracer.start_span("execute_tool search", attributes=tool).end()
+    abandoned = tracer.start_span("agent run that never ends")
+    for _ in range(2):
+        tracer.start_span("execute_tool search", context=None, attributes=tool).end()
+    print(json.dumps(events))
+    # No flush, no shutdown: the process just ends.
+    """
+)
+
+
+def test_a_process_that_exits_without_flushing_loses_no_verdict_event(
+    otlp_receiver: RecordingOTLPReceiver, tmp_path: Path
+) -> None:
+    """A child process loops, then exits without flush or shutdown; the SDK's atexit shutdown delivers every
+    verdict event and the tool-call metric over OTLP to this test's receiver."""
+    script = tmp_path / "agent_exits.py"
+    script.write_text(EXIT_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), "http://" + otlp_receiver.endpoint, str(REPO_ROOT)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    emitted = {tuple(e) for e in json.loads(done.stdout)}
+    assert len(emitted) == 6  # a nudge and a stop for each of the three looping runs
+    # The child has exited, so every request it made has been recorded already.
+    assert received_verdict_keys(otlp_receiver.log_records()) == emitted
+    assert otlp_receiver.received(LOGS) and otlp_receiver.received(METRICS)
+    tool_calls = [p["value"] for p in otlp_receiver.metric_points() if p["name"] == "loopguard.tool_calls"]
+    assert sum(tool_calls) == 3 * 6 + 2
