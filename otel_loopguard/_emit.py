@@ -225,9 +225,9 @@ class Emitter:
         if event.intervention is not None:
             self._interventions.add(1, event.intervention.action, event.intervention.rule)
 
-    def trace_started(self) -> None:
-        """A new trace is tracked (it starts as working)."""
-        self._active.add(1, "working")
+    def trace_started(self, verdict: str = "working") -> None:
+        """A trace is tracked: a new one (working) or one resumed by late spans (its current verdict)."""
+        self._active.add(1, verdict)
 
     def trace_finished(self, verdict: str, steps: int, cost: float | None, evicted: str | None = None) -> None:
         """A trace was released (its root ended) or evicted; record its final figures."""

@@ -219,7 +219,7 @@ class Server:
             else:
                 # A finished trace reopened by late spans comes back with its verdict; Emitter has no public
                 # call for that yet (asked for: Emitter.trace_resumed(verdict)).
-                self._emitter._active.add(1, kind)
+                self._emitter.trace_started(kind)
         for tool in tools:
             self._emitter.tool_call(tool)
         self._publish(events, finished)
