@@ -38,7 +38,6 @@ from opentelemetry.metrics import MeterProvider
 from ._config import LoopGuardConfig
 from ._emit import Emitter, VerdictEvent
 from ._engine import LoopEngine
-from ._model import WORKING
 from ._replay import TraceReport
 from ._serve_eval import FinishedTrace, ServeStats, TraceTable
 from ._serve_grpc import OTLPGrpcServer
@@ -214,12 +213,8 @@ class Server:
         events, tools, finished, started = self._table.add(spans, self._clock())
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
-            if kind == WORKING:
-                self._emitter.trace_started()
-            else:
-                # A finished trace reopened by late spans comes back with its verdict; Emitter has no public
-                # call for that yet (asked for: Emitter.trace_resumed(verdict)).
-                self._emitter.trace_started(kind)
+            # A finished trace reopened by late spans comes back with its verdict, a new one as working.
+            self._emitter.trace_started(kind)
         for tool in tools:
             self._emitter.tool_call(tool)
         self._publish(events, finished)
