@@ -34,6 +34,15 @@ SECOND = 10**9
 TOOL = {"gen_ai.operation.name": "execute_tool"}
 
 
+def settle(processor: LoopGuardSpanProcessor) -> None:
+    """Wait until the processor has judged every span ended so far, without flushing any exporter.
+
+    The processor may judge spans off the application thread; ``verdict()`` drains that work first (documented),
+    so after this call listeners have run and metrics are up to date.
+    """
+    processor.verdict(0)
+
+
 @dataclass
 class Pipeline:
     """TracerProvider(LoopGuardSpanProcessor, SimpleSpanProcessor(in-memory)) with in-memory logs and metrics."""
@@ -49,6 +58,7 @@ class Pipeline:
 
     def metric_total(self, name: str, **attributes: Any) -> float:
         """Sum of the data points (sums) or counts (histograms) of metric ``name`` whose attributes include ``attributes``."""
+        settle(self.processor)
         data = self.reader.get_metrics_data()
         total = 0.0
         for rm in data.resource_metrics if data else ():

@@ -136,7 +136,8 @@ def agent_loop(pipeline: OtlpPipeline, traces: int, calls: int = 6, *, arguments
 
 
 def verdict_keys(pipeline: OtlpPipeline) -> set[tuple[str, int, str]]:
-    """(trace id hex, steps, intervention) of every verdict event the processor emitted."""
+    """(trace id hex, steps, intervention) of every verdict event the processor emitted (once it judged every span)."""
+    pipeline.processor.verdict(0)  # drains deferred work first (documented); flushes no exporter
     return {(f"{e.trace_id:032x}", e.steps, e.intervention.action if e.intervention else "none")
             for e in pipeline.events}
 

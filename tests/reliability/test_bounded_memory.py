@@ -10,7 +10,7 @@ from __future__ import annotations
 from opentelemetry.sdk.trace import Span
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall, TraceState
-from tests.reliability.conftest import KEY, build_pipeline
+from tests.reliability.conftest import KEY, build_pipeline, settle
 from tests.reliability.load import TraceLoad, deep_size, live_instances, one_trace_calls
 
 MAX_TRACES = LoopGuardConfig().max_traces  # the default (10 000): the test must exercise the shipped limit
@@ -28,6 +28,7 @@ def test_twenty_thousand_traces_with_abandoned_roots_stay_within_max_traces() ->
     checkpoints = []
     for _ in range(4):
         load.run(5_000)
+        settle(processor)
         checkpoints.append((processor.tracked_traces, live_instances(TraceState), live_instances(Span)))
 
     for tracked, states, spans in checkpoints:
@@ -70,6 +71,7 @@ def test_one_long_trace_through_the_processor_keeps_process_objects_bounded() ->
     pipeline = build_pipeline(export_spans=False)
     tracer = pipeline.provider.get_tracer("long")
     one_trace_calls(tracer, 10_000)
+    settle(pipeline.processor)
     assert pipeline.processor.tracked_traces == 1
     assert live_instances(TraceState) == 1
     assert live_instances(Span) <= 1  # only the open root

@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Tracer
 
 from otel_loopguard import VerdictEvent
-from tests.reliability.conftest import SECOND, T0, TOOL, Pipeline, build_pipeline
+from tests.reliability.conftest import SECOND, T0, TOOL, Pipeline, build_pipeline, settle
 
 TRACES = 2_000
 CALLS = 12
@@ -84,6 +84,7 @@ def replay_single_threaded(labels: range) -> dict[int, list[Record]]:
         for step, attributes in enumerate(calls_of(label)):
             end_tool(tracer, root, attributes, step)
         root.end(end_time=T0 + CALLS * SECOND)
+    settle(pipeline.processor)
     pipeline.shutdown()
     return dict(recorder.by_label)
 
@@ -128,6 +129,7 @@ def test_threads_interleaving_thousands_of_traces_match_a_single_threaded_replay
         t.join(JOIN_TIMEOUT)
     assert not any(t.is_alive() for t in threads), "a worker did not finish in time"
     assert not failures, failures
+    settle(pipeline.processor)
 
     expected = reference()
     assert dict(recorder.by_label) == expected
@@ -159,6 +161,7 @@ def test_asyncio_tasks_interleaving_thousands_of_traces_match_a_single_threaded_
         await asyncio.wait_for(asyncio.gather(*(agent(i) for i in range(tasks))), JOIN_TIMEOUT)
 
     asyncio.run(main())
+    settle(pipeline.processor)
     assert dict(recorder.by_label) == reference()
     assert pipeline.metric_total("loopguard.tool_calls") == TRACES * CALLS
     assert pipeline.processor.errors == 0

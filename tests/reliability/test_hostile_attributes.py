@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 import otel_loopguard._extract as extract_module
 import otel_loopguard._signature as signature_module
 from otel_loopguard import LoopGuardConfig
-from tests.reliability.conftest import KEY, SECOND, T0, TOOL, Pipeline, build_pipeline
+from tests.reliability.conftest import KEY, SECOND, T0, TOOL, Pipeline, build_pipeline, settle
 
 MAX_BYTES = 65_536
 
@@ -156,6 +156,7 @@ def test_hostile_spans_never_raise_and_always_reach_the_exporter(
     pipeline = build_pipeline(id_generator=CyclingIds(span_ids, trace_ids))
     try:
         ended = _run(pipeline, specs, end_parents_first=end_parents_first)
+        settle(pipeline.processor)
         assert len(pipeline.spans.get_finished_spans()) == ended
         # Every failure caught inside the hooks is visible both ways; and with today's code there are none.
         assert pipeline.metric_total("loopguard.processor.errors") == pipeline.processor.errors
@@ -178,6 +179,7 @@ def test_a_failing_listener_is_counted_and_never_reaches_the_application(pipelin
             tracer.start_span("t", attributes={**TOOL, "gen_ai.tool.name": "search",
                                                 "gen_ai.tool.call.arguments": "{}",
                                                 "gen_ai.tool.call.result": "same"}).end()
+    settle(pipeline.processor)
     assert pipeline.events, "the loop should have produced verdict events"
     assert pipeline.processor.errors == len(pipeline.events)
     assert pipeline.metric_total("loopguard.processor.errors", **{"error.type": "RuntimeError"}) == len(pipeline.events)
@@ -227,6 +229,7 @@ def _three_calls(pipeline: Pipeline, arguments: list[str], result: str) -> list[
             tracer.start_span("t", attributes={**TOOL, "gen_ai.tool.name": "fetch",
                                                 "gen_ai.tool.call.arguments": argument,
                                                 "gen_ai.tool.call.result": result}).end()
+    settle(pipeline.processor)
     return [e.verdict.kind for e in pipeline.events]
 
 

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.trace import Status, StatusCode
 
 from otel_loopguard import LoopGuardConfig
-from tests.reliability.conftest import build_pipeline
+from tests.reliability.conftest import build_pipeline, settle
 from tests.reliability.otlp import TOOL, build_otlp_pipeline, received_verdict_keys, verdict_keys
 from tests.support.otlp_receiver import LOGS, METRICS, TRACES, RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector
@@ -77,12 +77,15 @@ def test_no_secret_reaches_the_backend_in_events_span_events_or_metrics(
                             assert _leaks(event.SerializeToString()) == []
     # The search does find the secrets where the application put them, and there were span events to search.
     assert tool_spans_with_secrets == 18
-    assert verdict_span_events == len(expected)
+    assert verdict_span_events == len(expected), (
+        "loopguard.verdict span events are missing: were the verdicts judged after their agent span had ended "
+        "(a span that is no longer recording drops add_event)?")
 
 
 def _digests(key: bytes) -> list[str]:
     pipeline = build_pipeline(LoopGuardConfig(signature_key=key))
     _loop_with_secrets(pipeline.provider.get_tracer("agent"), runs=1)
+    settle(pipeline.processor)
     records = [r.log_record.attributes for r in pipeline.logs.get_finished_logs()]
     pipeline.shutdown()
     return [a["loopguard.signature"] for a in records if "loopguard.signature" in a]
