@@ -1,0 +1,431 @@
+"""Test-only reference: the eager verdict engine as it was before lazy signatures and evidence (commit 6c381c0).
+
+Kept verbatim (names aside) so the differential test in ``test_engine_lazy.py`` can compare the optimised
+engine with the straightforward one call by call. Do not optimise this file.
+
+Original module docstring: the verdict engine: per-trace state, incremental detectors and the seed-004 decision order.
+
+Every call costs O(max_period) plus, only when a signature repeats often enough
+to be judged by frequency, one pass over the window. Nothing rescans history.
+The engine itself holds no per-trace data: that lives in :class:`ReferenceState`,
+which the caller owns (and locks, when several threads share it).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from otel_loopguard._config import LoopGuardConfig, RetryPolicy
+from otel_loopguard._cost import CostTotal, Usage
+from otel_loopguard._model import (
+    RULE_COST_LIMIT,
+    RULE_EVIDENCE,
+    RULE_FREQUENCY,
+    RULE_LEASE,
+    RULE_NONE,
+    RULE_PERIOD,
+    RULE_PROGRESS,
+    RULE_RETRY,
+    RULE_STEP_LIMIT,
+    RETRYING,
+    STUCK,
+    UNCERTAIN,
+    WAITING,
+    WORKING,
+    Intervention,
+    Lease,
+    Observation,
+    ToolCall,
+    Transition,
+    Verdict,
+)
+from otel_loopguard._signature import FAILED, ActionSignature, keyed_digest, make_normalizer
+
+# Kept per trace so a flapping trace cannot grow without bound.
+MAX_TRANSITIONS = 1000
+
+
+class _Entry:
+    """One call in a trace's window (a slotted class: this is the hot path)."""
+
+    __slots__ = ("index", "key", "tool", "evidence", "incomplete", "exempt", "min_reps", "start", "end")
+
+    def __init__(self, index: int, key: str, tool: str, evidence: str | None, incomplete: bool,
+                 exempt: bool, min_reps: int, start: float | None, end: float | None) -> None:
+        self.index = index
+        self.key = key
+        self.tool = tool
+        self.evidence = evidence
+        self.incomplete = incomplete
+        self.exempt = exempt
+        self.min_reps = min_reps
+        self.start = start
+        self.end = end
+
+
+class ReferenceState:
+    """Everything the engine remembers about one trace; memory is bounded by the window.
+
+    Not thread-safe by itself: callers that share a state between threads hold
+    :attr:`lock` (or their own lock) around :meth:`LoopEngine.observe`.
+    """
+
+    __slots__ = (
+        "index", "recent", "counts", "match", "ev_match", "last_incomplete", "run_start", "run_length",
+        "retry_key", "retry_attempts", "retry_ok", "lease", "lease_key", "lease_renewals",
+        "verdict", "transitions", "transition_count", "stuck_streak", "stuck_cycle", "episode_nudged",
+        "after_nudge", "nudges", "stop", "last_intervention", "step_limit_hit", "cost", "cost_limit_hit",
+        "extra",
+    )
+
+    def __init__(self, window: int, max_period: int, normalizer_version: str) -> None:
+        self.index = -1
+        self.recent: deque[_Entry] = deque(maxlen=window)
+        self.counts: dict[str, int] = {}
+        self.match = [0] * (max_period + 1)
+        self.ev_match = [0] * (max_period + 1)
+        self.last_incomplete = -(10**9)
+        self.run_start = 0
+        self.run_length = 0
+        self.retry_key: str | None = None
+        self.retry_attempts = 0
+        self.retry_ok = False
+        self.lease: Lease | None = None
+        self.lease_key: str | None = None
+        self.lease_renewals = 0
+        self.verdict = Verdict(WORKING, RULE_NONE, -1, normalizer_version=normalizer_version)
+        self.transitions: deque[Transition] = deque(maxlen=MAX_TRANSITIONS)
+        self.transition_count = 0
+        self.stuck_streak = 0
+        self.stuck_cycle: tuple[Any, ...] | None = None
+        self.episode_nudged = False
+        self.after_nudge = 0
+        self.nudges = 0
+        self.stop: Intervention | None = None
+        self.last_intervention: Intervention | None = None
+        self.step_limit_hit = False
+        self.cost = CostTotal()
+        self.cost_limit_hit = False
+        # Room for the shell's bookkeeping (agent names, span contexts), so it needs no second map.
+        self.extra: dict[str, Any] = {}
+
+    @property
+    def steps(self) -> int:
+        """Tool calls observed so far."""
+        return self.index + 1
+
+
+class ReferenceEngine:
+    """Judges tool calls of traces with the detectors and the seed-004 decision order.
+
+    Args:
+        config: the configuration; the engine is immutable and shared by all traces.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        self.config = config or LoopGuardConfig()
+        cfg = self.config
+        self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
+        self.normalizer_version = self.normalizer.version
+        self._key = cfg.digest_key
+        self._digests: dict[str, str] = {}
+
+    # -- public API --------------------------------------------------------
+
+    def new_state(self) -> ReferenceState:
+        """A fresh state for a new trace."""
+        return ReferenceState(self.config.window, self.config.max_period, self.normalizer_version)
+
+    def signature(self, call: ToolCall) -> ActionSignature:
+        """The action signature of ``call``."""
+        return self.normalizer.signature(call.tool, call.arguments, call.arguments_captured)
+
+    def digest(self, key: str) -> str:
+        """The keyed digest of a signature key (cached: loops repeat the same few)."""
+        hit = self._digests.get(key)
+        if hit is None:
+            hit = keyed_digest(self._key, key)
+            if len(self._digests) >= 4096:
+                self._digests.clear()
+            self._digests[key] = hit
+        return hit
+
+    def observe(self, state: ReferenceState, call: ToolCall, now: float | None = None) -> Observation:
+        """Add ``call`` to the trace and judge it.
+
+        Args:
+            state: the trace's state (mutated).
+            call: the tool call that just ended.
+            now: observation time, epoch seconds (lease deadlines are compared with it);
+                the call's end (or start) when None.
+
+        Returns:
+            The verdict after the call, and the transition and intervention it caused, if any.
+        """
+        cfg = self.config
+        if now is None:
+            now = call.end if call.end is not None else call.start
+        sig = self.normalizer.signature(call.tool, call.arguments, call.arguments_captured)
+        key = sig.key
+        evidence = self.normalizer.evidence(
+            error=call.error, progress=call.progress, result=call.result, result_captured=call.result_captured
+        )
+        settings = cfg.tools.get(call.tool)
+        index = state.index = state.index + 1
+        incomplete = not sig.known or evidence is None
+        if incomplete:
+            state.last_incomplete = index
+        entry = _Entry(
+            index, key, call.tool, evidence, incomplete,
+            settings.exempt if settings else False,
+            (settings.min_repetitions if settings and settings.min_repetitions else cfg.min_repetitions),
+            call.start, call.end,
+        )
+
+        recent = state.recent
+        match, ev_match = state.match, state.ev_match
+        for p in range(1, cfg.max_period + 1):
+            if len(recent) >= p:
+                prev = recent[-p]
+                if prev.key == key:
+                    match[p] += 1
+                    # A failure is never progress, so it continues an unchanged-evidence run.
+                    same = evidence is not None and (evidence == FAILED or prev.evidence == evidence)
+                    ev_match[p] = ev_match[p] + 1 if same else 0
+                    continue
+            match[p] = ev_match[p] = 0
+
+        if recent and recent[-1].key == key:
+            state.run_length += 1
+        else:
+            state.run_start, state.run_length = index, 1
+
+        self._track_retry(state, entry, call, settings.retry if settings and settings.retry else cfg.retry)
+        self._track_lease(state, call.lease, key)
+
+        if len(recent) == recent.maxlen:
+            old = recent[0].key
+            left = state.counts[old] - 1
+            if left:
+                state.counts[old] = left
+            else:
+                del state.counts[old]
+        recent.append(entry)
+        state.counts[key] = state.counts.get(key, 0) + 1
+
+        verdict = self._decide(state, now)
+        return self._conclude(state, verdict, sig)
+
+    def reevaluate(self, state: ReferenceState, now: float) -> Observation | None:
+        """Judge the trace again at ``now`` without a new call (a lease may have expired).
+
+        Returns:
+            The observation when anything changed, else None.
+        """
+        if state.index < 0:
+            return None
+        verdict = self._decide(state, now)
+        if verdict.kind == state.verdict.kind:
+            # Nothing new happened: no call continued the loop, so the nudge/stop ladder must not advance
+            # (the live processor, which judges only when a span ends, would not advance it either).
+            return None
+        return self._conclude(state, verdict, None)
+
+    def add_usage(self, state: ReferenceState, model: str | None, usage: Usage) -> Observation | None:
+        """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
+        state.cost = state.cost.add(model, usage, self.config.prices)
+        limit = self.config.max_cost_usd
+        if limit is None or state.cost_limit_hit or state.cost.usd <= limit:
+            return None
+        state.cost_limit_hit = True
+        stop = Intervention(
+            "stop",
+            f"loopguard stopped the run: model usage cost ${state.cost.usd:.4f}, over the budget of ${limit:.4f}",
+            RULE_COST_LIMIT,
+            state.index,
+            state.verdict,
+        )
+        self._stop(state, stop)
+        return Observation(state.index, state.verdict, None, stop, None)
+
+    # -- detectors ---------------------------------------------------------
+
+    @staticmethod
+    def _track_retry(state: ReferenceState, entry: _Entry, call: ToolCall, policy: RetryPolicy) -> None:
+        if call.error is None or not policy.is_retryable(call.error):
+            state.retry_key = None
+            return
+        recent = state.recent
+        if state.retry_key == entry.key and recent and recent[-1].key == entry.key:
+            state.retry_attempts += 1
+            prev = recent[-1]
+            prev_end = prev.end if prev.end is not None else prev.start
+            if prev_end is None or call.start is None:
+                # Without times a backoff cannot be shown, so the exception cannot apply.
+                state.retry_ok = False
+            elif call.start - prev_end < policy.min_gap(state.retry_attempts):
+                state.retry_ok = False
+            if state.retry_attempts > policy.max_attempts:
+                state.retry_ok = False
+        else:
+            state.retry_key = entry.key
+            state.retry_attempts = 0
+            state.retry_ok = True
+
+    @staticmethod
+    def _track_lease(state: ReferenceState, lease: Lease | None, key: str) -> None:
+        if lease is not None:
+            held = state.lease
+            if held is not None and held.owner == lease.owner:
+                if lease.deadline > held.deadline:
+                    state.lease_renewals += 1
+                    state.lease = lease
+            else:
+                state.lease, state.lease_renewals = lease, 0
+            state.lease_key = key
+        elif state.lease is not None and key != state.lease_key:
+            # Other work resumed: the wait is over.
+            state.lease = None
+
+    def _decide(self, state: ReferenceState, now: float | None) -> Verdict:
+        cfg = self.config
+        index = state.index
+        version = self.normalizer_version
+        lease = state.lease
+        if (
+            lease is not None
+            and lease.owner.strip()
+            and now is not None
+            and lease.deadline > now
+            and state.lease_renewals <= cfg.lease.max_renewals
+        ):
+            return Verdict(WAITING, RULE_LEASE, index, normalizer_version=version)
+
+        recent = state.recent
+        current = recent[-1]
+        match, ev_match = state.match, state.ev_match
+        for p in range(1, cfg.max_period + 1):
+            if match[p] < p:  # not even two cycles: cheap reject before looking at tools
+                continue
+            cycle = [recent[-k] for k in range(1, p + 1)]
+            min_reps = max(e.min_reps for e in cycle)
+            if match[p] < (min_reps - 1) * p or all(e.exempt for e in cycle):
+                continue
+            run = match[p] + p
+            first = recent[-p]
+            base = dict(
+                period=p, repetitions=run // p, cycle_start=index - run + 1, tool=first.tool,
+                signature_digest=self.digest(first.key), normalizer_version=version,
+            )
+            if state.last_incomplete > index - min_reps * p:
+                return Verdict(UNCERTAIN, RULE_EVIDENCE, index, **base)
+            if p == 1 and self._retry_explains(state, current.key):
+                return Verdict(RETRYING, RULE_RETRY, index, **base)
+            if ev_match[p] >= (min_reps - 1) * p:
+                return Verdict(STUCK, RULE_PERIOD, index, **base)
+            return Verdict(WORKING, RULE_PROGRESS, index, **base)
+
+        settings = cfg.tools.get(current.tool)
+        limit = settings.frequency_limit if settings and settings.frequency_limit else cfg.frequency_limit
+        count = state.counts[current.key]
+        if count < limit or current.exempt:
+            return Verdict(WORKING, RULE_NONE, index, normalizer_version=version)
+        same = [e for e in recent if e.key == current.key]
+        base = dict(
+            period=None, repetitions=count, cycle_start=same[0].index, tool=current.tool,
+            signature_digest=self.digest(current.key), normalizer_version=version,
+        )
+        if any(e.incomplete for e in same):
+            return Verdict(UNCERTAIN, RULE_EVIDENCE, index, **base)
+        if self._retry_explains(state, current.key):
+            return Verdict(RETRYING, RULE_RETRY, index, **base)
+        if len({e.evidence for e in same if e.evidence != FAILED}) <= 1:
+            return Verdict(STUCK, RULE_FREQUENCY, index, **base)
+        return Verdict(WORKING, RULE_PROGRESS, index, **base)
+
+    @staticmethod
+    def _retry_explains(state: ReferenceState, key: str) -> bool:
+        return state.retry_key == key and state.retry_ok
+
+    # -- transitions, hysteresis, interventions -----------------------------
+
+    def _conclude(self, state: ReferenceState, verdict: Verdict, sig: ActionSignature | None) -> Observation:
+        cfg = self.config
+        previous = state.verdict
+        if verdict.kind == STUCK and previous.kind != STUCK and cfg.hysteresis > 1:
+            cycle = (verdict.rule, verdict.period, verdict.cycle_start)
+            state.stuck_streak = state.stuck_streak + 1 if state.stuck_cycle == cycle else 1
+            state.stuck_cycle = cycle
+            if state.stuck_streak < cfg.hysteresis:
+                # Not yet: keep the previous kind until the same cycle has held long enough.
+                verdict = Verdict(
+                    previous.kind, previous.rule, verdict.step, previous.period, previous.repetitions,
+                    previous.cycle_start, previous.tool, previous.signature_digest, previous.normalizer_version,
+                )
+        elif verdict.kind != STUCK:
+            state.stuck_streak, state.stuck_cycle = 0, None
+
+        transition = None
+        if verdict.kind != previous.kind:
+            transition = Transition(verdict.step, previous.kind, verdict)
+            state.transitions.append(transition)
+            state.transition_count += 1
+        state.verdict = verdict
+
+        intervention = self._intervene(state, verdict, sig)
+        digest = self.digest(sig.key) if sig is not None and (transition or intervention) else None
+        return Observation(verdict.step, verdict, transition, intervention, digest)
+
+    def _intervene(self, state: ReferenceState, verdict: Verdict, sig: ActionSignature | None) -> Intervention | None:
+        cfg = self.config
+        state.last_intervention = None
+        if state.stop is not None:
+            return None
+        if sig is not None and state.steps > cfg.max_steps and not state.step_limit_hit:
+            state.step_limit_hit = True
+            return self._stop(state, Intervention(
+                "stop",
+                f"loopguard stopped the run: {state.steps} tool calls, over the step budget of {cfg.max_steps}",
+                RULE_STEP_LIMIT, verdict.step, verdict,
+            ))
+        if verdict.kind != STUCK:
+            state.episode_nudged, state.after_nudge = False, 0
+            return None
+        what = _describe(verdict)
+        if state.episode_nudged:
+            state.after_nudge += 1
+            if state.after_nudge < cfg.stop_after:
+                return None
+            return self._stop(state, Intervention(
+                "stop", f"loopguard stopped the run: {what}, and it went on after a nudge",
+                verdict.rule, verdict.step, verdict,
+            ))
+        if state.nudges >= cfg.max_nudges:
+            return self._stop(state, Intervention(
+                "stop", f"loopguard stopped the run: {what}, again after {state.nudges} nudge(s)",
+                verdict.rule, verdict.step, verdict,
+            ))
+        state.nudges += 1
+        state.episode_nudged, state.after_nudge = True, 0
+        nudge = Intervention(
+            "nudge", f"You have {what}. Try a different approach.", verdict.rule, verdict.step, verdict
+        )
+        state.last_intervention = nudge
+        return nudge
+
+    @staticmethod
+    def _stop(state: ReferenceState, stop: Intervention) -> Intervention:
+        state.stop = stop
+        state.last_intervention = stop
+        return stop
+
+
+def _describe(verdict: Verdict) -> str:
+    times = verdict.repetitions or 0
+    if verdict.period and verdict.period > 1:
+        return (
+            f"repeated the same sequence of {verdict.period} tool calls (starting with {verdict.tool}) "
+            f"{times} times with the same results"
+        )
+    return f"made the same {verdict.tool} call {times} times with the same result"
