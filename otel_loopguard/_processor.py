@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
@@ -17,6 +19,7 @@ from opentelemetry.trace import StatusCode
 
 from . import _names as n
 from ._config import LoopGuardConfig
+from ._errors import ConfigError
 from ._emit import Emitter, VerdictEvent
 from ._engine import LoopEngine, TraceState
 from ._extract import (
@@ -33,10 +36,21 @@ from ._extract import (
 )
 from ._model import NO_INTERVENTION, Intervention, Observation, Verdict
 from ._store import StateStore
+from ._worker import DeferredWork
 
 _logger = logging.getLogger(__name__)
 
 Listener = Callable[[VerdictEvent], None]
+
+# Kinds of queued hook calls (identity-compared markers).
+_STARTED = "started"
+_ENDED = "ended"
+
+
+def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
+    processor = ref()
+    if processor is not None:
+        processor._drain()
 
 
 _EMPTY: dict[str, Any] = {}
@@ -110,6 +124,14 @@ class _ErrorLog:
         self._logged: set[str] = set()
         self.count = 0
 
+    def count_only(self, kind: str) -> None:
+        """Count a failure that needs no log line (it is expected under load, e.g. a full queue)."""
+        try:
+            self.count += 1
+            self._emitter.error(kind)
+        except Exception:  # noqa: BLE001
+            pass
+
     def __call__(self, where: str, exc: BaseException) -> None:
         try:
             kind = type(exc).__name__
@@ -126,15 +148,25 @@ class _ErrorLog:
 class LoopGuardSpanProcessor(SpanProcessor):
     """Watches GenAI tool spans, judges each trace for loops and emits verdicts through OTLP.
 
-    Add it to a ``TracerProvider`` with ``add_span_processor``. Work is done in
-    ``on_end`` (and bookkeeping of open agent and root spans in ``on_start``);
-    hooks never raise and never do I/O: events and metrics leave through the
-    logger and meter providers' own batching processors and exporters.
+    Add it to a ``TracerProvider`` with ``add_span_processor``. The hooks never
+    raise and never do I/O: events and metrics leave through the logger and
+    meter providers' own batching processors and exporters.
+
+    By default (``deferred=True``) ``on_start``/``on_end`` only queue the GenAI
+    spans they see, and a background thread judges them in order, so the
+    application thread pays well under a microsecond or two per span. Anything
+    that needs an answer — :meth:`check`, :meth:`verdict`, :meth:`force_flush`,
+    :meth:`shutdown` — first drains the queue on the calling thread, so it is
+    never stale. ``deferred=False`` judges inside ``on_end`` on the thread that
+    ends the span (listeners then run on that thread too).
 
     Args:
         config: settings; :meth:`LoopGuardConfig.load` (environment, ``LOOPGUARD_CONFIG`` file) when None.
         logger_provider: receives ``loopguard.verdict`` events; the global one when None.
         meter_provider: receives the metrics; the global one when None.
+        deferred: judge on a background thread (default) or inline in ``on_end``.
+        max_queue: spans held for the background thread at most; more are dropped and counted as
+            ``loopguard.processor.errors{error.type="queue_full"}``.
 
     Raises:
         ConfigError: the configuration is invalid.
@@ -146,7 +178,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         *,
         logger_provider: LoggerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        deferred: bool = True,
+        max_queue: int = 100_000,
     ) -> None:
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+            raise ConfigError(f"max_queue must be a positive integer, got {max_queue!r}")
         self.config = config if config is not None else LoopGuardConfig.load()
         self._engine = LoopEngine(self.config)
         self._extractor = Extractor(self.config.max_argument_bytes)
@@ -165,11 +201,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
             n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
         }
         self._is_shutdown = False
+        self._deferred = DeferredWork(self._process, max_queue, self._dropped) if deferred else None
+        self._submit = self._deferred.submit if self._deferred is not None else self._process
+        if self._deferred is not None:
+            # Drain at exit before the providers' own atexit shutdowns (registered earlier, so run later).
+            atexit.register(_drain_at_exit, weakref.ref(self))
 
     # -- SpanProcessor hooks -------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Stamp versions; remember open root, agent and tool spans of the trace."""
+        """Stamp versions; queue the start of root, agent and tool spans for bookkeeping."""
         try:
             if self._stamps:
                 span.set_attributes(self._stamps)
@@ -184,30 +225,35 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = _plain(attrs)
                 if not MARKER_KEYS.isdisjoint(attrs):
                     role = span_role(attrs)
-            if not is_root and role is None:
-                return
-            ctx = span.get_span_context()
-            with self._open.lock:
-                entry = self._open.get(ctx.trace_id, create=True)
-                if is_root:
-                    entry.root = span
-                if role == ROLE_AGENT:
-                    entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
-                elif role == ROLE_TOOL:
-                    entry.tools.add(ctx.span_id)
+            if is_root or role is not None:
+                self._submit((_STARTED, span, role, attrs, is_root))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Judge tool calls, add model usage, and release a trace when its root ends."""
+        """Queue (or, inline, judge) GenAI spans and local roots; every other span costs one set check."""
         if self._is_shutdown:
             return
         try:
-            attrs = span.attributes
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            if not MARKER_KEYS.isdisjoint(attrs):
+            marked = not MARKER_KEYS.isdisjoint(span.attributes)
+            parent = span.parent
+            is_root = parent is None or parent.is_remote
+            if marked or is_root:
+                self._submit((_ENDED, span, marked, None, is_root))
+        except Exception as exc:  # noqa: BLE001 - never raise into the host application
+            self._fail("on_end", exc)
+
+    def _process(self, item: tuple[Any, ...]) -> None:
+        """Do the work of one queued hook call (on the worker, or inline); never raises."""
+        kind, span, a, b, is_root = item
+        try:
+            if kind is _STARTED:
+                self._started(span, a, b, is_root)
+                return
+            if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
-                attrs = _plain(attrs)
+                attrs = _plain(span.attributes)
                 role = span_role(attrs)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
@@ -215,16 +261,31 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
                     self._agent_ended(span)
-            parent = span.parent
-            if parent is None or parent.is_remote:
+            if is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
-            self._fail("on_end", exc)
+            self._fail("on_end" if kind is _ENDED else "on_start", exc)
+
+    def _started(self, span: Span, role: str | None, attrs: Any, is_root: bool) -> None:
+        ctx = span.get_span_context()
+        with self._open.lock:
+            entry = self._open.get(ctx.trace_id, create=True)
+            if is_root:
+                entry.root = span
+            if role == ROLE_AGENT:
+                entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
+            elif role == ROLE_TOOL:
+                entry.tools.add(ctx.span_id)
+
+    def _dropped(self) -> None:
+        self._fail.count_only("queue_full")
 
     def shutdown(self) -> None:
         """Release every trace (recording its final metrics); later spans are ignored. Safe to call twice."""
         if self._is_shutdown:
             return
+        if self._deferred is not None:
+            self._deferred.shutdown()
         self._is_shutdown = True
         for key, _ in self._store.items():
             state = self._store.pop(key)
@@ -232,7 +293,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._finished(state, None)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Flush the logger provider, so pending verdict events leave now."""
+        """Judge every queued span, then flush the logger provider, so pending verdict events leave now."""
+        self._drain()
         provider = self._logger_provider
         flush = getattr(provider, "force_flush", None)
         if flush is None:
@@ -247,6 +309,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def verdict(self, trace_id: int) -> Verdict | None:
         """The current verdict of a trace, or None when it is not tracked (no tool call yet, or finished)."""
+        self._drain()
         state = self._store.get(self._aliases.get(trace_id, trace_id))
         return state.verdict if state is not None else None
 
@@ -259,6 +322,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """
         if trace_id is None:
             trace_id = trace.get_current_span().get_span_context().trace_id
+        self._drain()
         state = self._store.get(self._aliases.get(trace_id, trace_id))
         if state is None:
             return NO_INTERVENTION
@@ -267,7 +331,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return state.last_intervention or NO_INTERVENTION
 
     def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(event)`` on every transition and intervention, on the thread that ended the span.
+        """Call ``listener(event)`` on every transition and intervention.
+
+        Deferred (the default), listeners run on the background thread, or on the thread that called
+        :meth:`check`, :meth:`verdict` or :meth:`force_flush` when that drained the queue; inline, on the
+        thread that ended the span.
 
         A listener that raises is counted as a processor error; it never reaches the application.
         """
@@ -275,15 +343,24 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     @property
     def errors(self) -> int:
-        """Failures caught inside the hooks so far."""
+        """Failures caught inside the hooks so far (after judging every queued span)."""
+        self._drain()
         return self._fail.count
 
     @property
     def tracked_traces(self) -> int:
-        """Traces with state now."""
+        """Traces with state now (after judging every queued span)."""
+        self._drain()
         return len(self._store)
 
     # -- internals -----------------------------------------------------------
+
+    def _drain(self) -> None:
+        if self._deferred is not None:
+            try:
+                self._deferred.drain()
+            except Exception as exc:  # noqa: BLE001
+                self._fail("drain", exc)
 
     def _new_state(self) -> TraceState:
         self._emitter.trace_started()

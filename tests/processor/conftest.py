@@ -58,8 +58,14 @@ class Harness:
     meter_provider: MeterProvider
     reader: InMemoryMetricReader
     ids: ReplayIdGenerator
-    events: list[VerdictEvent] = field(default_factory=list)
+    received: list[VerdictEvent] = field(default_factory=list)
     clock: Clock = field(default_factory=Clock)
+
+    @property
+    def events(self) -> list[VerdictEvent]:
+        """Listener events so far (after the processor judged every span it has queued)."""
+        self.processor.force_flush()
+        return self.received
 
     @property
     def tracer(self) -> Tracer:
@@ -68,6 +74,7 @@ class Harness:
 
     def verdict_records(self) -> list[Any]:
         """Exported ``loopguard.verdict`` log records (SDK ``LogRecord`` objects), in emission order."""
+        self.processor.force_flush()
         return [
             r.log_record for r in self.log_exporter.get_finished_logs()
             if r.log_record.event_name == "loopguard.verdict"
@@ -79,6 +86,7 @@ class Harness:
 
     def metrics(self) -> dict[str, dict[str, Any]]:
         """Loopguard's metrics now: name → {"unit", "points": [{"attributes", value or histogram fields}]}."""
+        self.processor.force_flush()
         data = self.reader.get_metrics_data()
         out: dict[str, dict[str, Any]] = {}
         if data is None:
@@ -143,7 +151,12 @@ class Harness:
         return span
 
     def end(self, span: Span) -> None:
-        """End a span at the clock's next tick."""
+        """End a span at the clock's next tick.
+
+        The processor judges queued spans first, as its background thread would long before a real agent
+        or root span ends; that keeps the span-event assertions independent of thread timing.
+        """
+        self.processor.force_flush()
         span.end(end_time=self.clock.tick())
 
 
@@ -152,11 +165,11 @@ HarnessFactory = Callable[..., Harness]
 
 @pytest.fixture
 def make_harness() -> Iterator[HarnessFactory]:
-    """Build pipelines: ``make_harness(config=..., sampler=..., batch_logs=False)``; all are shut down afterwards."""
+    """Build pipelines: ``make_harness(config=..., sampler=..., batch_logs=False, deferred=True)``; all are shut down."""
     built: list[Harness] = []
 
     def factory(config: LoopGuardConfig | None = None, *, sampler: Sampler | None = None,
-                batch_logs: bool = False) -> Harness:
+                batch_logs: bool = False, deferred: bool = True) -> Harness:
         log_exporter = InMemoryLogRecordExporter()
         logger_provider = LoggerProvider()
         if batch_logs:
@@ -177,6 +190,7 @@ def make_harness() -> Iterator[HarnessFactory]:
             config if config is not None else LoopGuardConfig(),
             logger_provider=logger_provider,
             meter_provider=meter_provider,
+            deferred=deferred,
         )
         span_exporter = InMemorySpanExporter()
         # Loopguard first, so the exporter after it proves later processors still see every span.
@@ -184,7 +198,7 @@ def make_harness() -> Iterator[HarnessFactory]:
         provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         harness = Harness(provider, processor, span_exporter, log_exporter, logger_provider, meter_provider, reader,
                           ids)
-        processor.add_listener(harness.events.append)
+        processor.add_listener(harness.received.append)
         built.append(harness)
         return harness
 

@@ -69,6 +69,7 @@ def _reference(make_harness: HarnessFactory) -> dict[str, list[tuple[Any, ...]]]
         for step, call in enumerate(PATTERNS[name]):
             _tool(h, agent, step, call)
         agent.end(end_time=T0 + 100 * SECOND)
+        h.processor.force_flush()  # judge what the background thread has not reached yet
         out[name] = by_trace.get(agent.get_span_context().trace_id, [])
     return out
 
@@ -109,6 +110,7 @@ def test_threads_give_single_threaded_verdicts(make_harness: HarnessFactory) -> 
         t.join(JOIN_TIMEOUT)
     assert not [t for t in threads if t.is_alive()], "deadlock: threads still running"
     assert failures == []
+    h.processor.force_flush()
 
     assert len(pattern_of) == THREADS * TRACES_PER_THREAD
     mismatched = {tid: (name, by_trace.get(tid, [])) for tid, name in pattern_of.items()

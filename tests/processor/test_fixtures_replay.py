@@ -9,7 +9,7 @@ import pytest
 
 from otel_loopguard import cli
 from otel_loopguard._otlp_read import read_spans
-from tests.processor.conftest import Harness
+from tests.processor.conftest import Harness, HarnessFactory
 from tests.support.span_replay import replay_spans
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
@@ -71,8 +71,13 @@ def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.Captu
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if _scenario(p) in STUCK], ids=lambda p: p.stem)
-def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, harness: Harness) -> None:
-    """Every verdict of a recorded loop is also a span event on an agent (or root) span of that trace, exported."""
+def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, make_harness: HarnessFactory) -> None:
+    """Every verdict of a recorded loop is also a span event on an agent (or root) span of that trace, exported.
+
+    The replay ends the agent span microseconds after the last tool span, so the processor judges inline here: a
+    background thread may not get there first, and a span event can only be added while the span is open.
+    """
+    harness = make_harness(deferred=False)
     records = list(read_spans(str(path)))
     replay_spans(harness.provider, records, ids=harness.ids)
     by_id = {r.span_id: r for r in records}

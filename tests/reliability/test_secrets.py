@@ -21,7 +21,7 @@ ARGUMENTS = f'{{"api_key": "{API_KEY}", "notify": "{EMAIL}", "file": "{PATH}"}}'
 RESULT = f"opened {PATH} for {EMAIL} using {API_KEY}: nothing new"
 
 
-def _loop_with_secrets(tracer: object, runs: int = 3) -> None:
+def _loop_with_secrets(tracer: object, guard: object, runs: int = 3) -> None:
     for _ in range(runs):
         with tracer.start_as_current_span("invoke_agent", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}):
@@ -33,6 +33,9 @@ def _loop_with_secrets(tracer: object, runs: int = 3) -> None:
                     # A failed call whose status text carries the secrets too (error classes feed the retry policy).
                     span.set_status(Status(StatusCode.ERROR, f"permission denied: {PATH} ({API_KEY})"))
                 span.end()
+                # As a harness does after every tool call; it also makes the processor judge the call while the
+                # agent span is open (these synthetic calls never yield the GIL to its background thread).
+                guard.check(span.get_span_context().trace_id)
 
 
 def _leaks(raw: bytes) -> list[str]:
@@ -47,7 +50,7 @@ def test_no_secret_reaches_the_backend_in_events_span_events_or_metrics(
     is free of the API key, e-mail address and file path the tool calls carried."""
     pipeline = build_otlp_pipeline(rotel.grpc_endpoint)
     try:
-        _loop_with_secrets(pipeline.tracer_provider.get_tracer("agent"))
+        _loop_with_secrets(pipeline.tracer_provider.get_tracer("agent"), pipeline.processor)
         expected = verdict_keys(pipeline)
         assert len(expected) >= 6
         assert pipeline.tracer_provider.force_flush(5_000) and pipeline.meter_provider.force_flush(5_000)
@@ -84,7 +87,7 @@ def test_no_secret_reaches_the_backend_in_events_span_events_or_metrics(
 
 def _digests(key: bytes) -> list[str]:
     pipeline = build_pipeline(LoopGuardConfig(signature_key=key))
-    _loop_with_secrets(pipeline.provider.get_tracer("agent"), runs=1)
+    _loop_with_secrets(pipeline.provider.get_tracer("agent"), pipeline.processor, runs=1)
     settle(pipeline.processor)
     records = [r.log_record.attributes for r in pipeline.logs.get_finished_logs()]
     pipeline.shutdown()

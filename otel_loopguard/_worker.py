@@ -1,0 +1,91 @@
+"""Deferred work: a bounded FIFO drained by one background thread, or by any caller that needs it done now.
+
+Span hooks only append to the queue, so judging tool calls costs the application
+thread almost nothing; a caller that needs the result (``check()``, ``verdict()``,
+``force_flush()``) drains the queue itself first, so answers are never stale.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import deque
+from typing import Any, Callable
+
+
+class DeferredWork:
+    """Runs ``process(item)`` for every submitted item, in submission order, off the submitting thread.
+
+    Args:
+        process: handles one item; it must not raise (the processor guards its own work).
+        max_items: items held at most; a submit beyond it is dropped and reported through ``on_drop``.
+        on_drop: called (on the submitting thread) for each dropped item.
+        interval: the worker wakes at least this often (seconds), so no item waits longer, even when two
+            threads race past the wake-up signal.
+    """
+
+    def __init__(self, process: Callable[[Any], None], max_items: int, on_drop: Callable[[], None],
+                 interval: float = 0.05) -> None:
+        self._process = process
+        self._max = max_items
+        self._on_drop = on_drop
+        self._interval = interval
+        self._queue: deque[Any] = deque()
+        # Reentrant: a listener called while draining may ask for a verdict, which drains again.
+        self._drain_lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stopped = False
+        self._start_worker()
+        # A forked child inherits the queue but not the thread; start a new one there.
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork)
+            os.register_at_fork(after_in_child=lambda: (method := ref()) and method())
+
+    def _start_worker(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otel_loopguard", daemon=True)
+        self._thread.start()
+
+    def _after_fork(self) -> None:
+        self._drain_lock = threading.RLock()
+        self._wake = threading.Event()
+        if not self._stopped:
+            self._start_worker()
+
+    def submit(self, item: Any) -> None:
+        """Queue one item (cheap: no lock on the common path)."""
+        queue = self._queue
+        if len(queue) >= self._max:
+            self._on_drop()
+            return
+        queue.append(item)
+        if len(queue) == 1:
+            self._wake.set()
+
+    def drain(self) -> None:
+        """Process everything queued so far, on the calling thread, in order."""
+        queue = self._queue
+        with self._drain_lock:
+            while queue:
+                try:
+                    item = queue.popleft()
+                except IndexError:
+                    break
+                self._process(item)
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            self.drain()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Process what is queued, then stop the worker. Safe to call twice."""
+        self._stopped = True
+        self._wake.set()
+        self.drain()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __len__(self) -> int:
+        return len(self._queue)
