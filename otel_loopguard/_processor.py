@@ -47,6 +47,16 @@ _STARTED = "started"
 _ENDED = "ended"
 
 
+def _remember(table: dict[int, Any], key: int, value: Any, limit: int) -> None:
+    """Set ``table[key]``, dropping the oldest entry beyond ``limit`` (safe against concurrent removal)."""
+    table[key] = value
+    if len(table) > limit:
+        try:
+            del table[next(iter(table))]
+        except (KeyError, StopIteration, RuntimeError):
+            pass  # another thread changed the table meanwhile; the next insert trims again
+
+
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
     processor = ref()
     if processor is not None:
@@ -82,12 +92,11 @@ class _Agent:
 
 
 class _OpenTrace:
-    """Spans of one trace that are still open: its local root, agent spans and tool spans."""
+    """Spans of one trace that are still open: its agent spans and tool spans."""
 
-    __slots__ = ("root", "agents", "tools")
+    __slots__ = ("agents", "tools")
 
     def __init__(self) -> None:
-        self.root: Span | None = None
         self.agents: list[_Agent] = []
         self.tools: set[int] = set()
 
@@ -201,6 +210,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
         }
         self._is_shutdown = False
+        # Open local roots, and traces known to hold GenAI spans (so their root's end is queued); both bounded.
+        self._max_open = self.config.max_traces
+        self._roots: dict[int, Span] = {}
+        self._genai: dict[int, bool] = {}
         self._deferred = DeferredWork(self._process, max_queue, self._dropped) if deferred else None
         self._submit = self._deferred.submit if self._deferred is not None else self._process
         if self._deferred is not None:
@@ -210,28 +223,32 @@ class LoopGuardSpanProcessor(SpanProcessor):
     # -- SpanProcessor hooks -------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Stamp versions; queue the start of root, agent and tool spans for bookkeeping."""
+        """Stamp versions; remember local roots; queue the start of agent and tool spans for bookkeeping."""
         try:
             if self._stamps:
                 span.set_attributes(self._stamps)
             parent = span.parent
-            is_root = parent is None or parent.is_remote
+            if parent is None or parent.is_remote:
+                # Plain dict operations (atomic under the GIL): a root is the span-event target of last resort,
+                # and most roots belong to traces without GenAI spans, which must cost next to nothing.
+                _remember(self._roots, span.get_span_context().trace_id, span, self._max_open)
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
             # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
             # keys under a lock, and each Mapping.get miss raises and catches KeyError.
             attrs = span.attributes
-            role = None
             if attrs:
                 attrs = _plain(attrs)
                 if not MARKER_KEYS.isdisjoint(attrs):
                     role = span_role(attrs)
-            if is_root or role is not None:
-                self._submit((_STARTED, span, role, attrs, is_root))
+                    if role is not None:
+                        trace_id = span.get_span_context().trace_id
+                        _remember(self._genai, trace_id, True, self._max_open)
+                        self._submit((_STARTED, span, role, attrs, False))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue (or, inline, judge) GenAI spans and local roots; every other span costs one set check."""
+        """Queue (or, inline, judge) GenAI spans and the roots of their traces; other spans cost a set check."""
         if self._is_shutdown:
             return
         try:
@@ -239,8 +256,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
             marked = not MARKER_KEYS.isdisjoint(span.attributes)
             parent = span.parent
             is_root = parent is None or parent.is_remote
-            if marked or is_root:
-                self._submit((_ENDED, span, marked, None, is_root))
+            if is_root:
+                trace_id = span.context.trace_id
+                self._roots.pop(trace_id, None)
+                if self._genai.pop(trace_id, False) or marked:
+                    self._submit((_ENDED, span, marked, None, True))
+            elif marked:
+                _remember(self._genai, span.context.trace_id, True, self._max_open)
+                self._submit((_ENDED, span, True, None, False))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
@@ -270,8 +293,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         with self._open.lock:
             entry = self._open.get(ctx.trace_id, create=True)
-            if is_root:
-                entry.root = span
             if role == ROLE_AGENT:
                 entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
             elif role == ROLE_TOOL:
@@ -393,9 +414,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 agent = entry.agents[-1] if entry.agents else None
                 if agent is not None:
                     agent.tool_calls += 1
-                target = agent.span if agent is not None else entry.root
+                target = agent.span if agent is not None else self._roots.get(trace_id)
             else:
-                agent, target = None, None
+                agent, target = None, self._roots.get(trace_id)
         status = span.status
         status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
@@ -438,7 +459,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 entry = self._open.get(trace_id, create=False)
                 target = None
                 if entry is not None:
-                    target = entry.agents[-1].span if entry.agents else entry.root
+                    target = entry.agents[-1].span if entry.agents else self._roots.get(trace_id)
             self._publish(trace_id, span.context, observation, None, agent_name(attrs), conversation_id(attrs),
                           steps, span.end_time, target)
 

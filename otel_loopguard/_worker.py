@@ -21,8 +21,8 @@ class DeferredWork:
         process: handles one item; it must not raise (the processor guards its own work).
         max_items: items held at most; a submit beyond it is dropped and reported through ``on_drop``.
         on_drop: called (on the submitting thread) for each dropped item.
-        interval: the worker wakes at least this often (seconds), so no item waits longer, even when two
-            threads race past the wake-up signal.
+        interval: the worker wakes at least this often (seconds); a submit wakes it early only when
+            items pile up, so no item waits much longer than this.
     """
 
     def __init__(self, process: Callable[[Any], None], max_items: int, on_drop: Callable[[], None],
@@ -31,6 +31,7 @@ class DeferredWork:
         self._max = max_items
         self._on_drop = on_drop
         self._interval = interval
+        self._wake_at = min(256, max_items)
         self._queue: deque[Any] = deque()
         # Reentrant: a listener called while draining may ask for a verdict, which drains again.
         self._drain_lock = threading.RLock()
@@ -59,7 +60,9 @@ class DeferredWork:
             self._on_drop()
             return
         queue.append(item)
-        if len(queue) == 1:
+        # Waking the worker costs a lock round trip, so submitters only do it when work piles up;
+        # otherwise the worker's own timer picks items up (queries drain by themselves anyway).
+        if len(queue) == self._wake_at:
             self._wake.set()
 
     def drain(self) -> None:
