@@ -9,7 +9,7 @@ which the caller owns (and locks, when several threads share it).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from ._config import LoopGuardConfig, RetryPolicy
 from ._cost import CostTotal, Usage
@@ -35,26 +35,53 @@ from ._model import (
     Transition,
     Verdict,
 )
-from ._signature import FAILED, ActionSignature, keyed_digest, make_normalizer
+from ._signature import FAILED, NUDGE_MARKER, UNKNOWN, ActionSignature, keyed_digest, make_normalizer
 
 # Kept per trace so a flapping trace cannot grow without bound.
 MAX_TRANSITIONS = 1000
 
+# Arguments and results up to this many characters are kept raw and canonicalised or digested only when two calls
+# must be compared; longer ones are reduced at once, so a window never holds more than this per call and field.
+LAZY_MAX_CHARS = 512
+# Tools remembered with their settings; tool names come from spans, so the map is cleared when full.
+_MAX_TOOLS = 4096
+# Evidence of a call whose result is still raw (in ``_Entry.res``): digested on first comparison.
+_PENDING = "\x00pending"
 
-class _Entry:
-    """One call in a trace's window (a slotted class: this is the hot path)."""
 
-    __slots__ = ("index", "key", "tool", "evidence", "incomplete", "exempt", "min_reps", "start", "end")
+class _Tool:
+    """One tool's effective settings, resolved once per tool name (a slotted class: read on every call)."""
 
-    def __init__(self, index: int, key: str, tool: str, evidence: str | None, incomplete: bool,
-                 exempt: bool, min_reps: int, start: float | None, end: float | None) -> None:
-        self.index = index
-        self.key = key
-        self.tool = tool
-        self.evidence = evidence
-        self.incomplete = incomplete
+    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore")
+
+    def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str]) -> None:
         self.exempt = exempt
         self.min_reps = min_reps
+        self.limit = limit
+        self.retry = retry
+        self.ignore = ignore
+
+
+class _Entry:
+    """One call in a trace's window (a slotted class: this is the hot path).
+
+    The signature and the evidence are computed lazily: ``raw`` holds short string arguments until ``canon`` is
+    needed (two calls of one tool compared), ``res`` holds a short result until its digest is needed (two calls
+    with one signature compared). Either raw or reduced form is kept, never both, so memory stays bounded.
+    """
+
+    __slots__ = ("index", "tool", "info", "raw", "canon", "res", "evidence", "incomplete", "start", "end")
+
+    def __init__(self, index: int, tool: str, info: _Tool, raw: str | None, canon: str | None, res: Any,
+                 evidence: str | None, incomplete: bool, start: float | None, end: float | None) -> None:
+        self.index = index
+        self.tool = tool
+        self.info = info
+        self.raw = raw
+        self.canon = canon
+        self.res = res
+        self.evidence = evidence
+        self.incomplete = incomplete
         self.start = start
         self.end = end
 
@@ -67,27 +94,30 @@ class TraceState:
     """
 
     __slots__ = (
-        "index", "recent", "counts", "match", "ev_match", "last_incomplete", "run_start", "run_length",
-        "retry_key", "retry_attempts", "retry_ok", "lease", "lease_key", "lease_renewals",
+        "index", "recent", "tool_counts", "match", "ev_match", "last_incomplete", "run_start", "run_length",
+        "retry_on", "retry_attempts", "retry_ok", "lease", "lease_entry", "lease_renewals",
         "verdict", "transitions", "transition_count", "stuck_streak", "stuck_cycle", "episode_nudged",
         "after_nudge", "nudges", "stop", "last_intervention", "step_limit_hit", "cost", "cost_limit_hit",
-        "extra",
+        "extra", "_canonical",
     )
 
-    def __init__(self, window: int, max_period: int, normalizer_version: str) -> None:
+    def __init__(self, window: int, max_period: int, normalizer_version: str,
+                 canonical: Callable[[_Entry], str] | None = None) -> None:
         self.index = -1
         self.recent: deque[_Entry] = deque(maxlen=window)
-        self.counts: dict[str, int] = {}
+        # Calls per tool in the window: a signature cannot repeat more often than its tool.
+        self.tool_counts: dict[str, int] = {}
         self.match = [0] * (max_period + 1)
         self.ev_match = [0] * (max_period + 1)
         self.last_incomplete = -(10**9)
         self.run_start = 0
         self.run_length = 0
-        self.retry_key: str | None = None
+        # True when the last call was a retryable failure (its signature heads the retry run).
+        self.retry_on = False
         self.retry_attempts = 0
         self.retry_ok = False
         self.lease: Lease | None = None
-        self.lease_key: str | None = None
+        self.lease_entry: _Entry | None = None
         self.lease_renewals = 0
         self.verdict = Verdict(WORKING, RULE_NONE, -1, normalizer_version=normalizer_version)
         self.transitions: deque[Transition] = deque(maxlen=MAX_TRANSITIONS)
@@ -104,11 +134,25 @@ class TraceState:
         self.cost_limit_hit = False
         # Room for the shell's bookkeeping (agent names, span contexts), so it needs no second map.
         self.extra: dict[str, Any] = {}
+        # The engine's canonicaliser (a plain function, so the state references no engine or cache).
+        self._canonical = canonical
 
     @property
     def steps(self) -> int:
         """Tool calls observed so far."""
         return self.index + 1
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Calls per signature key in the window (computed on demand: the engine counts per tool)."""
+        out: dict[str, int] = {}
+        for e in self.recent:
+            canon = e.canon
+            if canon is None:
+                canon = self._canonical(e) if self._canonical is not None else "\x00raw:" + str(e.raw)
+            key = e.tool + "\x1f" + canon
+            out[key] = out.get(key, 0) + 1
+        return out
 
 
 class LoopEngine:
@@ -125,12 +169,34 @@ class LoopEngine:
         self.normalizer_version = self.normalizer.version
         self._key = cfg.digest_key
         self._digests: dict[str, str] = {}
+        self._tools: dict[str, _Tool] = {}
+        self._periods = range(1, cfg.max_period + 1)
+        canonical = self._canonical_args = self.normalizer.arguments("")[0]
+
+        def canonical_of(entry: _Entry) -> str:
+            canon = entry.canon
+            if canon is None:
+                canon = entry.canon = canonical(entry.raw, entry.info.ignore)
+                entry.raw = None
+            return canon
+
+        result_evidence = self.normalizer.result_evidence
+
+        def evidence_of(entry: _Entry) -> str | None:
+            evidence = entry.evidence
+            if evidence is _PENDING:
+                evidence = entry.evidence = result_evidence(entry.res)
+                entry.res = None
+            return evidence
+
+        self._canonical = canonical_of
+        self._evidence = evidence_of
 
     # -- public API --------------------------------------------------------
 
     def new_state(self) -> TraceState:
         """A fresh state for a new trace."""
-        return TraceState(self.config.window, self.config.max_period, self.normalizer_version)
+        return TraceState(self.config.window, self.config.max_period, self.normalizer_version, self._canonical)
 
     def signature(self, call: ToolCall) -> ActionSignature:
         """The action signature of ``call``."""
@@ -158,59 +224,94 @@ class LoopEngine:
         Returns:
             The verdict after the call, and the transition and intervention it caused, if any.
         """
-        cfg = self.config
+        tool = call.tool
+        start, end = call.start, call.end
         if now is None:
-            now = call.end if call.end is not None else call.start
-        sig = self.normalizer.signature(call.tool, call.arguments, call.arguments_captured)
-        key = sig.key
-        evidence = self.normalizer.evidence(
-            error=call.error, progress=call.progress, result=call.result, result_captured=call.result_captured
-        )
-        settings = cfg.tools.get(call.tool)
+            now = end if end is not None else start
+        info = self._tools.get(tool)
+        if info is None:
+            info = self._tool(tool)
+
+        # The signature: short string arguments stay raw until two calls of this tool must be compared.
+        raw = canon = None
+        if not call.arguments_captured:
+            canon = UNKNOWN
+        else:
+            args = call.arguments
+            if isinstance(args, str) and len(args) <= LAZY_MAX_CHARS:
+                raw = args
+            else:
+                canon = self._canonical_args({} if args is None else args, info.ignore)
+
+        # The evidence: "failed", the explicit fingerprint, missing (None), or a result digested when compared.
+        res = None
+        error = call.error
+        if error is not None:
+            evidence: str | None = FAILED
+        elif call.progress is not None:
+            evidence = "p:" + call.progress
+        elif not call.result_captured:
+            evidence = None
+        else:
+            res = call.result
+            if isinstance(res, str):
+                if NUDGE_MARKER in res:
+                    res = res.split(NUDGE_MARKER, 1)[0]
+                if len(res) <= LAZY_MAX_CHARS:
+                    evidence = _PENDING
+                else:
+                    evidence, res = self.normalizer.result_evidence(res), None
+            else:
+                evidence, res = self.normalizer.result_evidence(res), None
+
         index = state.index = state.index + 1
-        incomplete = not sig.known or evidence is None
+        incomplete = canon is UNKNOWN or evidence is None
         if incomplete:
             state.last_incomplete = index
-        entry = _Entry(
-            index, key, call.tool, evidence, incomplete,
-            settings.exempt if settings else False,
-            (settings.min_repetitions if settings and settings.min_repetitions else cfg.min_repetitions),
-            call.start, call.end,
-        )
+        entry = _Entry(index, tool, info, raw, canon, res, evidence, incomplete, start, end)
 
         recent = state.recent
+        n = len(recent)
         match, ev_match = state.match, state.ev_match
-        for p in range(1, cfg.max_period + 1):
-            if len(recent) >= p:
+        same_sig = self._same_signature
+        same_ev = self._same_evidence
+        same_prev = False
+        for p in self._periods:
+            if n >= p:
                 prev = recent[-p]
-                if prev.key == key:
+                if prev.tool == tool and same_sig(prev, entry):
+                    if p == 1:
+                        same_prev = True
                     match[p] += 1
                     # A failure is never progress, so it continues an unchanged-evidence run.
-                    same = evidence is not None and (evidence == FAILED or prev.evidence == evidence)
+                    same = evidence is not None and (evidence == FAILED or same_ev(prev, entry))
                     ev_match[p] = ev_match[p] + 1 if same else 0
                     continue
             match[p] = ev_match[p] = 0
 
-        if recent and recent[-1].key == key:
+        if same_prev:
             state.run_length += 1
         else:
             state.run_start, state.run_length = index, 1
 
-        self._track_retry(state, entry, call, settings.retry if settings and settings.retry else cfg.retry)
-        self._track_lease(state, call.lease, key)
+        if error is not None or state.retry_on:
+            self._track_retry(state, entry, error, same_prev, info.retry)
+        if call.lease is not None or state.lease is not None:
+            self._track_lease(state, call.lease, entry)
 
-        if len(recent) == recent.maxlen:
-            old = recent[0].key
-            left = state.counts[old] - 1
+        counts = state.tool_counts
+        if n == recent.maxlen:
+            old = recent[0].tool
+            left = counts[old] - 1
             if left:
-                state.counts[old] = left
+                counts[old] = left
             else:
-                del state.counts[old]
+                del counts[old]
         recent.append(entry)
-        state.counts[key] = state.counts.get(key, 0) + 1
+        counts[tool] = counts.get(tool, 0) + 1
 
         verdict = self._decide(state, now)
-        return self._conclude(state, verdict, sig)
+        return self._conclude(state, verdict, entry)
 
     def reevaluate(self, state: TraceState, now: float) -> Observation | None:
         """Judge the trace again at ``now`` without a new call (a lease may have expired).
@@ -244,32 +345,67 @@ class LoopEngine:
         self._stop(state, stop)
         return Observation(state.index, state.verdict, None, stop, None)
 
+    # -- signatures and evidence, computed when first compared ---------------
+
+    def _tool(self, tool: str) -> _Tool:
+        cfg = self.config
+        settings = cfg.tools.get(tool)
+        info = _Tool(
+            settings.exempt if settings else False,
+            settings.min_repetitions if settings and settings.min_repetitions else cfg.min_repetitions,
+            settings.frequency_limit if settings and settings.frequency_limit else cfg.frequency_limit,
+            settings.retry if settings and settings.retry else cfg.retry,
+            self.normalizer.arguments(tool)[1],
+        )
+        if len(self._tools) >= _MAX_TOOLS:
+            self._tools.clear()
+        self._tools[tool] = info
+        return info
+
+    def _same_signature(self, a: _Entry, b: _Entry) -> bool:
+        """Whether two calls of one tool have equal canonical arguments."""
+        raw = a.raw
+        # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
+        if raw is not None and raw == b.raw:
+            return True
+        canonical = self._canonical
+        return canonical(a) == canonical(b)
+
+    def _same_evidence(self, a: _Entry, b: _Entry) -> bool:
+        """Whether two calls' evidence is equal (neither failed nor missing is known by the caller for ``b``)."""
+        if a.evidence is _PENDING and b.evidence is _PENDING and a.res == b.res:
+            return True
+        evidence = self._evidence
+        return evidence(a) == evidence(b)
+
+    def _sig_key(self, entry: _Entry) -> str:
+        return entry.tool + "\x1f" + self._canonical(entry)
+
     # -- detectors ---------------------------------------------------------
 
     @staticmethod
-    def _track_retry(state: TraceState, entry: _Entry, call: ToolCall, policy: RetryPolicy) -> None:
-        if call.error is None or not policy.is_retryable(call.error):
-            state.retry_key = None
+    def _track_retry(state: TraceState, entry: _Entry, error: str | None, same_prev: bool, policy: RetryPolicy) -> None:
+        if error is None or not policy.is_retryable(error):
+            state.retry_on = False
             return
-        recent = state.recent
-        if state.retry_key == entry.key and recent and recent[-1].key == entry.key:
+        # The retry run continues when the previous call was a retryable failure with this signature.
+        if state.retry_on and same_prev:
             state.retry_attempts += 1
-            prev = recent[-1]
+            prev = state.recent[-1]
             prev_end = prev.end if prev.end is not None else prev.start
-            if prev_end is None or call.start is None:
+            if prev_end is None or entry.start is None:
                 # Without times a backoff cannot be shown, so the exception cannot apply.
                 state.retry_ok = False
-            elif call.start - prev_end < policy.min_gap(state.retry_attempts):
+            elif entry.start - prev_end < policy.min_gap(state.retry_attempts):
                 state.retry_ok = False
             if state.retry_attempts > policy.max_attempts:
                 state.retry_ok = False
         else:
-            state.retry_key = entry.key
+            state.retry_on = True
             state.retry_attempts = 0
             state.retry_ok = True
 
-    @staticmethod
-    def _track_lease(state: TraceState, lease: Lease | None, key: str) -> None:
+    def _track_lease(self, state: TraceState, lease: Lease | None, entry: _Entry) -> None:
         if lease is not None:
             held = state.lease
             if held is not None and held.owner == lease.owner:
@@ -278,15 +414,17 @@ class LoopEngine:
                     state.lease = lease
             else:
                 state.lease, state.lease_renewals = lease, 0
-            state.lease_key = key
-        elif state.lease is not None and key != state.lease_key:
-            # Other work resumed: the wait is over.
-            state.lease = None
+            state.lease_entry = entry
+        elif state.lease is not None:
+            waited = state.lease_entry
+            if waited is None or waited.tool != entry.tool or not self._same_signature(waited, entry):
+                # Other work resumed: the wait is over.
+                state.lease = None
 
     def _decide(self, state: TraceState, now: float | None) -> Verdict:
         cfg = self.config
         index = state.index
-        version = self.normalizer_version
+        previous = state.verdict
         lease = state.lease
         if (
             lease is not None
@@ -295,94 +433,126 @@ class LoopEngine:
             and lease.deadline > now
             and state.lease_renewals <= cfg.lease.max_renewals
         ):
-            return Verdict(WAITING, RULE_LEASE, index, normalizer_version=version)
+            if previous.rule is RULE_LEASE and previous.step >= 0:
+                return previous
+            return Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version)
 
         recent = state.recent
         current = recent[-1]
-        match, ev_match = state.match, state.ev_match
-        for p in range(1, cfg.max_period + 1):
+        match = state.match
+        for p in self._periods:
             if match[p] < p:  # not even two cycles: cheap reject before looking at tools
                 continue
             cycle = [recent[-k] for k in range(1, p + 1)]
-            min_reps = max(e.min_reps for e in cycle)
-            if match[p] < (min_reps - 1) * p or all(e.exempt for e in cycle):
+            min_reps = max(e.info.min_reps for e in cycle)
+            if match[p] < (min_reps - 1) * p or all(e.info.exempt for e in cycle):
                 continue
             run = match[p] + p
             first = recent[-p]
-            base = dict(
-                period=p, repetitions=run // p, cycle_start=index - run + 1, tool=first.tool,
-                signature_digest=self.digest(first.key), normalizer_version=version,
-            )
             if state.last_incomplete > index - min_reps * p:
-                return Verdict(UNCERTAIN, RULE_EVIDENCE, index, **base)
-            if p == 1 and self._retry_explains(state, current.key):
-                return Verdict(RETRYING, RULE_RETRY, index, **base)
-            if ev_match[p] >= (min_reps - 1) * p:
-                return Verdict(STUCK, RULE_PERIOD, index, **base)
-            return Verdict(WORKING, RULE_PROGRESS, index, **base)
+                kind, rule = UNCERTAIN, RULE_EVIDENCE
+            elif p == 1 and state.retry_on and state.retry_ok:
+                kind, rule = RETRYING, RULE_RETRY
+            elif state.ev_match[p] >= (min_reps - 1) * p:
+                kind, rule = STUCK, RULE_PERIOD
+            else:
+                kind, rule = WORKING, RULE_PROGRESS
+            return Verdict(kind, rule, index, p, run // p, index - run + 1, first.tool,
+                           self.digest(self._sig_key(first)), self.normalizer_version)
 
-        settings = cfg.tools.get(current.tool)
-        limit = settings.frequency_limit if settings and settings.frequency_limit else cfg.frequency_limit
-        count = state.counts[current.key]
-        if count < limit or current.exempt:
-            return Verdict(WORKING, RULE_NONE, index, normalizer_version=version)
-        same = [e for e in recent if e.key == current.key]
-        base = dict(
-            period=None, repetitions=count, cycle_start=same[0].index, tool=current.tool,
-            signature_digest=self.digest(current.key), normalizer_version=version,
-        )
+        info = current.info
+        tool = current.tool
+        limit = info.limit
+        if info.exempt or state.tool_counts[tool] < limit:
+            return self._working(previous, index)
+        # The tool is frequent enough: only now compare signatures, among this tool's calls.
+        same_sig = self._same_signature
+        same = [e for e in recent if e is current or (e.tool == tool and same_sig(e, current))]
+        count = len(same)
+        if count < limit:
+            return self._working(previous, index)
         if any(e.incomplete for e in same):
-            return Verdict(UNCERTAIN, RULE_EVIDENCE, index, **base)
-        if self._retry_explains(state, current.key):
-            return Verdict(RETRYING, RULE_RETRY, index, **base)
-        if len({e.evidence for e in same if e.evidence != FAILED}) <= 1:
-            return Verdict(STUCK, RULE_FREQUENCY, index, **base)
-        return Verdict(WORKING, RULE_PROGRESS, index, **base)
+            kind, rule = UNCERTAIN, RULE_EVIDENCE
+        elif state.retry_on and state.retry_ok:
+            kind, rule = RETRYING, RULE_RETRY
+        elif self._one_evidence(same):
+            kind, rule = STUCK, RULE_FREQUENCY
+        else:
+            kind, rule = WORKING, RULE_PROGRESS
+        return Verdict(kind, rule, index, None, count, same[0].index, tool,
+                       self.digest(self._sig_key(current)), self.normalizer_version)
 
-    @staticmethod
-    def _retry_explains(state: TraceState, key: str) -> bool:
-        return state.retry_key == key and state.retry_ok
+    def _working(self, previous: Verdict, index: int) -> Verdict:
+        # Nothing repeats: the common case, so the verdict object is reused while it holds.
+        if previous.rule is RULE_NONE and previous.kind is WORKING and previous.step >= 0:
+            return previous
+        return Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version)
+
+    def _one_evidence(self, same: list[_Entry]) -> bool:
+        """Whether the calls' evidence, failures aside, takes at most one value."""
+        raws: set[Any] = set()
+        done: set[str | None] = set()
+        for e in same:
+            evidence = e.evidence
+            if evidence is _PENDING:
+                raws.add(e.res)
+            elif evidence != FAILED:
+                done.add(evidence)
+        if len(raws) + len(done) <= 1:
+            return True
+        evidence_of = self._evidence
+        return len({evidence_of(e) for e in same if e.evidence != FAILED}) <= 1
 
     # -- transitions, hysteresis, interventions -----------------------------
 
-    def _conclude(self, state: TraceState, verdict: Verdict, sig: ActionSignature | None) -> Observation:
+    def _conclude(self, state: TraceState, verdict: Verdict, entry: _Entry | None) -> Observation:
         cfg = self.config
         previous = state.verdict
-        if verdict.kind == STUCK and previous.kind != STUCK and cfg.hysteresis > 1:
-            cycle = (verdict.rule, verdict.period, verdict.cycle_start)
-            state.stuck_streak = state.stuck_streak + 1 if state.stuck_cycle == cycle else 1
-            state.stuck_cycle = cycle
-            if state.stuck_streak < cfg.hysteresis:
-                # Not yet: keep the previous kind until the same cycle has held long enough.
-                verdict = Verdict(
-                    previous.kind, previous.rule, verdict.step, previous.period, previous.repetitions,
-                    previous.cycle_start, previous.tool, previous.signature_digest, previous.normalizer_version,
-                )
-        elif verdict.kind != STUCK:
+        index = state.index
+        kind = verdict.kind
+        if kind == STUCK:
+            if previous.kind != STUCK and cfg.hysteresis > 1:
+                cycle = (verdict.rule, verdict.period, verdict.cycle_start)
+                state.stuck_streak = state.stuck_streak + 1 if state.stuck_cycle == cycle else 1
+                state.stuck_cycle = cycle
+                if state.stuck_streak < cfg.hysteresis:
+                    # Not yet: keep the previous verdict until the same cycle has held long enough.
+                    verdict, kind = previous, previous.kind
+        elif state.stuck_cycle is not None or state.stuck_streak:
             state.stuck_streak, state.stuck_cycle = 0, None
 
         transition = None
-        if verdict.kind != previous.kind:
-            transition = Transition(verdict.step, previous.kind, verdict)
+        if kind != previous.kind:
+            transition = Transition(index, previous.kind, verdict)
             state.transitions.append(transition)
             state.transition_count += 1
         state.verdict = verdict
 
-        intervention = self._intervene(state, verdict, sig)
-        digest = self.digest(sig.key) if sig is not None and (transition or intervention) else None
-        return Observation(verdict.step, verdict, transition, intervention, digest)
+        if state.stop is None and (kind == STUCK or state.episode_nudged or index >= cfg.max_steps):
+            intervention = self._intervene(state, verdict, entry is not None)
+        else:
+            # Nothing to nudge or stop: what _intervene would do for a verdict that is not stuck.
+            state.last_intervention = None
+            intervention = None
+            if state.stop is None:
+                state.after_nudge = 0
+        if transition is None and intervention is None:
+            return Observation(index, verdict)
+        digest = self.digest(self._sig_key(entry)) if entry is not None else None
+        return Observation(index, verdict, transition, intervention, digest)
 
-    def _intervene(self, state: TraceState, verdict: Verdict, sig: ActionSignature | None) -> Intervention | None:
+    def _intervene(self, state: TraceState, verdict: Verdict, new_call: bool) -> Intervention | None:
         cfg = self.config
         state.last_intervention = None
         if state.stop is not None:
             return None
-        if sig is not None and state.steps > cfg.max_steps and not state.step_limit_hit:
+        steps = state.index + 1
+        if new_call and steps > cfg.max_steps and not state.step_limit_hit:
             state.step_limit_hit = True
             return self._stop(state, Intervention(
                 "stop",
-                f"loopguard stopped the run: {state.steps} tool calls, over the step budget of {cfg.max_steps}",
-                RULE_STEP_LIMIT, verdict.step, verdict,
+                f"loopguard stopped the run: {steps} tool calls, over the step budget of {cfg.max_steps}",
+                RULE_STEP_LIMIT, state.index, verdict,
             ))
         if verdict.kind != STUCK:
             state.episode_nudged, state.after_nudge = False, 0
@@ -394,17 +564,17 @@ class LoopEngine:
                 return None
             return self._stop(state, Intervention(
                 "stop", f"loopguard stopped the run: {what}, and it went on after a nudge",
-                verdict.rule, verdict.step, verdict,
+                verdict.rule, state.index, verdict,
             ))
         if state.nudges >= cfg.max_nudges:
             return self._stop(state, Intervention(
                 "stop", f"loopguard stopped the run: {what}, again after {state.nudges} nudge(s)",
-                verdict.rule, verdict.step, verdict,
+                verdict.rule, state.index, verdict,
             ))
         state.nudges += 1
         state.episode_nudged, state.after_nudge = True, 0
         nudge = Intervention(
-            "nudge", f"You have {what}. Try a different approach.", verdict.rule, verdict.step, verdict
+            "nudge", f"You have {what}. Try a different approach.", verdict.rule, state.index, verdict
         )
         state.last_intervention = nudge
         return nudge

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ._errors import LoopStopped
 
@@ -73,7 +73,10 @@ class Verdict:
     Attributes:
         kind: working, retrying, waiting, stuck or uncertain.
         rule: what decided it (period, frequency, retry, lease, evidence, progress, or none).
-        step: 0-based index of the call after which it was made.
+        step: 0-based index of the call after which this verdict was reached. The engine hands out the same
+            object for later calls while the judgement is unchanged (a working trace keeps the verdict of its
+            first call), so ``step`` may be earlier than the call being judged; a transition's verdict is
+            always new, so its ``step`` is the call that caused it.
         period: the cycle length of the repetition, when there is one.
         repetitions: how many times the cycle (or the call, for frequency) repeated.
         cycle_start: 0-based index of the first call of the repeated cycle.
@@ -150,16 +153,18 @@ class Intervention:
 NO_INTERVENTION = Intervention()
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
     """What one call (or one usage record) changed in a trace.
+
+    An immutable named tuple rather than a frozen dataclass: one is built for every tool call on the
+    application's thread, and a tuple costs less than half as much to build.
 
     Attributes:
         index: 0-based index of the call (-1 for a usage record).
-        verdict: the verdict after it.
+        verdict: the verdict after it (``verdict.step`` may be earlier: the call at which it was reached).
         transition: the change of verdict kind it caused, if any.
         intervention: the nudge or stop it triggered, if any.
-        signature_digest: keyed digest of the call's signature.
+        signature_digest: keyed digest of the call's signature, when it caused a transition or intervention.
     """
 
     index: int

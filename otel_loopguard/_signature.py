@@ -251,6 +251,10 @@ class Normalizer:
             return None
         if isinstance(result, str) and NUDGE_MARKER in result:
             result = result.split(NUDGE_MARKER, 1)[0]
+        return self.result_evidence(result)
+
+    def result_evidence(self, result: Any) -> str:
+        """The evidence digest of a captured result (a string already cut at :data:`NUDGE_MARKER`)."""
         if isinstance(result, str) and len(result) <= _CACHE_MAX_KEY:
             hit = self._result_cache.get(result)
             if hit is None:
@@ -260,6 +264,10 @@ class Normalizer:
                 self._result_cache[result] = hit
             return hit
         return "r:" + _digest(self._canon.canonical(result))
+
+    def arguments(self, tool: str) -> tuple[Any, frozenset[str]]:
+        """The canonicaliser's ``canonical`` function and ``tool``'s ignore set, for callers that canonicalise later."""
+        return self._canon.canonical, self._ignore.get(tool, frozenset())
 
 
 def make_normalizer(volatile_keys: frozenset[str], max_bytes: int, tools: dict[str, Any]) -> Normalizer:

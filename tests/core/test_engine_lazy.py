@@ -1,0 +1,214 @@
+"""The lazy engine (signatures and evidence computed only when two calls must be compared) judges exactly as the
+eager reference engine did: per call, the same verdict, transition and intervention, over generated sequences with
+repeated tools, reordered and volatile keys, failures, results with nudges, leases and unknown arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_loopguard._config import LoopGuardConfig, RetryPolicy, ToolSettings
+from otel_loopguard._engine import LoopEngine
+from otel_loopguard._model import Lease, ToolCall
+from otel_loopguard._signature import NUDGE_MARKER
+from tests.core._engine_reference import ReferenceEngine
+from tests.core._helpers import T0
+
+_LONG = "z" * 600  # over the lazy-reference limit: such arguments and results are canonicalised eagerly
+
+# Argument variants built to collide: equal canonical forms spelled differently, and near misses that Python's ==
+# would call equal but the canonical form does not (true vs 1, a float past 2**53 vs an int).
+ARGS: list[Any] = [
+    {"q": "x", "n": 1},
+    '{"q": "x", "n": 1}',
+    '{"n":1,"q":"x"}',
+    '{"n": 1.0, "q": "x", "request_id": "r1"}',
+    '{"q":"x","n":1,"requestId":"r2"}',
+    '{"q": "x", "n": true}',
+    '{"q": "x", "n": 9007199254740992.0}',
+    '{"q": "x", "n": 9007199254740992}',
+    '{"q": "y", "n": 1}',
+    {"q": "y", "n": 1, "trace_id": "t"},
+    "plain text",
+    '"plain text"',
+    '{"q": ',
+    None,
+    {},
+    "{}",
+    "[1, 2]",
+    [1, 2],
+    "[1.0, 2]",
+    '{"q": "' + _LONG + '", "n": 1}',
+    '{"n": 1, "q": "' + _LONG + '"}',
+    {"q": _LONG, "n": 1},
+    '{"q": "x", "n": 1, "page": "' + "y" * 480 + '"}',
+    '{"page": "' + "y" * 480 + '", "q": "x", "n": 1}',
+    "UNKNOWN",  # stands for arguments that were not captured
+]
+
+RESULTS: list[Any] = [
+    "MISSING",  # no result captured
+    "ok",
+    "ok" + NUDGE_MARKER + "You have repeated yourself. Try a different approach.",
+    "ok" + NUDGE_MARKER + "another nudge",
+    '{"a": 1, "b": 2}',
+    '{"b":2,"a":1}',
+    '{"b": 2, "a": 1, "timestamp": 5}',
+    {"a": 1, "b": 2},
+    "other",
+    _LONG,
+    _LONG + "!",
+    '{"rows": ["' + _LONG + '"]}',
+    None,
+]
+
+TOOLS = ["search", "read", "fetch", "quiet", "poll"]
+
+CONFIGS = [
+    LoopGuardConfig(signature_key=b"k" * 16),
+    LoopGuardConfig(signature_key=b"k" * 16, hysteresis=2, stop_after=2, max_nudges=2, max_steps=30),
+    LoopGuardConfig(signature_key=b"k" * 16, window=5, max_period=2, frequency_limit=2, min_repetitions=2),
+    LoopGuardConfig(
+        signature_key=b"k" * 16, max_period=4, window=12,
+        tools={
+            "quiet": ToolSettings(exempt=True),
+            "fetch": ToolSettings(min_repetitions=4, frequency_limit=5, ignore_args=frozenset({"page"})),
+            "poll": ToolSettings(retry=RetryPolicy(errors=("busy",), max_attempts=2, interval_seconds=1.0)),
+        },
+    ),
+]
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> tuple[ToolCall, float | None, bool]:
+    """One generated call, the observation time to judge it at, and whether to re-judge afterwards."""
+    tool = draw(st.sampled_from(TOOLS))
+    args = draw(st.sampled_from(ARGS))
+    result = draw(st.sampled_from(RESULTS))
+    error = draw(st.sampled_from([None, None, None, "RateLimitError", "ValueError", "busy"]))
+    progress = draw(st.sampled_from([None, None, None, None, "page-1", "page-2"]))
+    start = T0 + draw(st.integers(0, 400)) / 4
+    lease = draw(st.sampled_from([None] * 6 + [Lease("bob", T0 + 50.0), Lease("bob", T0 + 120.0), Lease(" ", T0 + 90.0),
+                                               Lease("eve", T0 + 10.0)]))
+    now = draw(st.sampled_from([None, None, T0 + 60.0, T0 + 200.0]))
+    call = ToolCall(
+        tool,
+        None if args == "UNKNOWN" else args,
+        arguments_captured=args != "UNKNOWN",
+        result=None if result == "MISSING" else result,
+        result_captured=result != "MISSING",
+        error=error,
+        progress=progress,
+        start=start,
+        end=start + 0.25,
+        lease=lease,
+    )
+    return call, now, draw(st.booleans()) and draw(st.booleans())
+
+
+def _verdict(v: Any) -> tuple[Any, ...]:
+    return (v.kind, v.rule, v.period, v.repetitions, v.cycle_start, v.tool, v.signature_digest, v.normalizer_version)
+
+
+def _observation(o: Any) -> tuple[Any, ...] | None:
+    if o is None:
+        return None
+    t, i = o.transition, o.intervention
+    return (
+        o.index,
+        _verdict(o.verdict),
+        (t.step, t.previous, _verdict(t.verdict)) if t is not None else None,
+        (i.action, i.rule, i.step, i.message) if i is not None else None,
+        o.signature_digest,
+    )
+
+
+def _replay(engine: Any, sequence: list[tuple[ToolCall, float | None, bool]]) -> list[Any]:
+    state = engine.new_state()
+    out: list[Any] = []
+    for call, now, again in sequence:
+        out.append(_observation(engine.observe(state, call, now)))
+        if again:
+            out.append(("re", _observation(engine.reevaluate(state, T0 + 300.0))))
+        out.append(("state", _verdict(state.verdict), state.steps, state.stop is not None,
+                    state.last_intervention.action if state.last_intervention else None))
+    return out
+
+
+# Few distinct tools and argument spellings, so repetitions (and near misses) are common.
+SEQUENCES = st.lists(calls(), min_size=1, max_size=40)
+# Loops proper: a short pattern of calls repeated with small variations.
+LOOPS = st.tuples(st.lists(calls(), min_size=1, max_size=4), st.integers(2, 8), st.lists(calls(), max_size=6)).map(
+    lambda t: [(c, now, again) for c, now, again in t[0] * t[1]] + t[2]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(CONFIGS))), st.one_of(SEQUENCES, LOOPS))
+def test_lazy_engine_matches_eager_reference(config_index: int, sequence: list[tuple[ToolCall, float | None, bool]]) -> None:
+    """Per call, the optimised engine gives the reference engine's verdict, transition and intervention."""
+    config = CONFIGS[config_index]
+    assert _replay(LoopEngine(config), sequence) == _replay(ReferenceEngine(config), sequence)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(TOOLS[:2]), st.sampled_from(ARGS), st.sampled_from(RESULTS)), max_size=60))
+def test_window_counts_match_reference(steps: list[tuple[str, Any, Any]]) -> None:
+    """``TraceState.counts`` (signature key -> calls in the window) equals the reference's after every call."""
+    engine, reference = LoopEngine(CONFIGS[0]), ReferenceEngine(CONFIGS[0])
+    state, ref_state = engine.new_state(), reference.new_state()
+    for i, (tool, args, result) in enumerate(steps):
+        call = ToolCall(tool, None if args == "UNKNOWN" else args, args != "UNKNOWN", result, result != "MISSING",
+                        start=T0 + i, end=T0 + i + 0.5)
+        engine.observe(state, call)
+        reference.observe(ref_state, call)
+        assert state.counts == ref_state.counts
+
+
+def test_reordered_json_string_and_dict_are_one_signature() -> None:
+    """A dict, its JSON text and the text with keys reordered and a volatile id added repeat as one call."""
+    engine = LoopEngine(CONFIGS[0])
+    state = engine.new_state()
+    spellings = [{"q": "x", "n": 1}, json.dumps({"q": "x", "n": 1}), '{"n":1,"q":"x","request_id":"r9"}',
+                 '{"n": 1.0, "q": "x"}']
+    kinds = [engine.observe(state, ToolCall("search", a, result="same", result_captured=True, start=T0 + i,
+                                            end=T0 + i + 0.5)).verdict.kind for i, a in enumerate(spellings)]
+    assert kinds == ["working", "working", "stuck", "stuck"]
+
+
+def test_true_and_one_are_different_arguments() -> None:
+    """Arguments equal under Python's == but not canonically (true vs 1) never make a loop."""
+    engine = LoopEngine(CONFIGS[0])
+    state = engine.new_state()
+    for i in range(6):
+        args = '{"n": true}' if i % 2 else '{"n": 1}'
+        obs = engine.observe(state, ToolCall("search", args, result="same", result_captured=True, start=T0 + i))
+        # Period 2 (true, 1, true, 1) is a loop; what must never happen is a period-1 verdict.
+        assert obs.verdict.period != 1
+
+
+def test_result_after_nudge_marker_is_not_evidence() -> None:
+    """Results that differ only after the nudge marker are the same evidence, so the loop is stuck."""
+    engine = LoopEngine(CONFIGS[0])
+    state = engine.new_state()
+    results = ["rows: 3", "rows: 3" + NUDGE_MARKER + "try again", "rows: 3" + NUDGE_MARKER + "really", "rows: 3"]
+    obs = [engine.observe(state, ToolCall("search", '{"q": 1}', result=r, result_captured=True, start=T0 + i))
+           for i, r in enumerate(results)]
+    assert [o.verdict.kind for o in obs] == ["working", "working", "stuck", "stuck"]
+
+
+def test_unchanged_verdict_is_reused_and_observation_carries_the_call_index() -> None:
+    """While nothing repeats, every call gets the same working verdict object (reached at call 0), and the
+    observation's index still names the call."""
+    engine = LoopEngine(CONFIGS[0])
+    state = engine.new_state()
+    obs = [engine.observe(state, ToolCall("search", {"q": i}, result=str(i), result_captured=True, start=T0 + i))
+           for i in range(5)]
+    assert [o.index for o in obs] == [0, 1, 2, 3, 4]
+    assert all(o.verdict is obs[0].verdict for o in obs)
+    assert (obs[-1].verdict.kind, obs[-1].verdict.rule) == ("working", "none")
+    assert all(o.transition is None and o.intervention is None and o.signature_digest is None for o in obs)
