@@ -223,14 +223,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
     # -- SpanProcessor hooks -------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Stamp versions; remember local roots; queue the start of agent and tool spans for bookkeeping."""
+        """Stamp versions; queue the start of agent and tool spans (and GenAI roots) for bookkeeping."""
         try:
             if self._stamps:
                 span.set_attributes(self._stamps)
             parent = span.parent
             if parent is None or parent.is_remote:
-                # Plain dict operations (atomic under the GIL): a root is the span-event target of last resort,
-                # and most roots belong to traces without GenAI spans, which must cost next to nothing.
+                # Any local root may have to carry a span event (when no agent span is open); plain dict
+                # operations, atomic under the GIL.
                 _remember(self._roots, span.get_span_context().trace_id, span, self._max_open)
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
             # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
@@ -253,17 +253,26 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         try:
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            marked = not MARKER_KEYS.isdisjoint(span.attributes)
-            parent = span.parent
-            is_root = parent is None or parent.is_remote
-            if is_root:
+            if not MARKER_KEYS.isdisjoint(span.attributes):
                 trace_id = span.context.trace_id
-                self._roots.pop(trace_id, None)
-                if self._genai.pop(trace_id, False) or marked:
-                    self._submit((_ENDED, span, marked, None, True))
-            elif marked:
-                _remember(self._genai, span.context.trace_id, True, self._max_open)
-                self._submit((_ENDED, span, True, None, False))
+                parent = span.parent
+                is_root = parent is None or parent.is_remote
+                if is_root:
+                    self._genai.pop(trace_id, None)
+                    self._roots.pop(trace_id, None)
+                else:
+                    _remember(self._genai, trace_id, True, self._max_open)
+                # The span in whose scope the call ran: where a verdict's span event goes when no agent is open.
+                scope = trace.get_current_span()
+                self._submit((_ENDED, span, True, scope, is_root))
+            elif self._roots:
+                parent = span.parent
+                if parent is None or parent.is_remote:
+                    # A root: forget it, and release the trace's state if it had GenAI spans.
+                    trace_id = span.context.trace_id
+                    self._roots.pop(trace_id, None)
+                    if self._genai.pop(trace_id, None):
+                        self._submit((_ENDED, span, False, None, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
@@ -279,7 +288,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = _plain(span.attributes)
                 role = span_role(attrs)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs)
+                    self._tool_ended(span, attrs, b)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -401,10 +410,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 aliases.popitem(last=False)
         return key
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any, scope: Any = None) -> None:
         ctx = span.context
         trace_id = ctx.trace_id
         parent = span.parent
+        # Without an open agent span, a verdict's span event goes on the trace's (GenAI) root, else on the
+        # span in whose scope the call ran, when that belongs to the same trace.
+        fallback = self._roots.get(trace_id)
+        if fallback is None and scope is not None and scope.get_span_context().trace_id == trace_id:
+            fallback = scope
         with self._open.lock:
             entry = self._open.get(trace_id, create=False)
             if entry is not None:
@@ -414,9 +428,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 agent = entry.agents[-1] if entry.agents else None
                 if agent is not None:
                     agent.tool_calls += 1
-                target = agent.span if agent is not None else self._roots.get(trace_id)
+                target = agent.span if agent is not None else fallback
             else:
-                agent, target = None, self._roots.get(trace_id)
+                agent, target = None, fallback
         status = span.status
         status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
