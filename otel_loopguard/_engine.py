@@ -274,20 +274,30 @@ class LoopEngine:
         n = len(recent)
         match, ev_match = state.match, state.ev_match
         same_sig = self._same_signature
-        same_ev = self._same_evidence
         same_prev = False
         for p in self._periods:
             if n >= p:
                 prev = recent[-p]
-                if prev.tool == tool and same_sig(prev, entry):
+                # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
+                if prev.tool == tool and ((raw is not None and prev.raw == raw) or same_sig(prev, entry)):
                     if p == 1:
                         same_prev = True
                     match[p] += 1
                     # A failure is never progress, so it continues an unchanged-evidence run.
-                    same = evidence is not None and (evidence == FAILED or same_ev(prev, entry))
-                    ev_match[p] = ev_match[p] + 1 if same else 0
+                    if evidence is None:
+                        ev_match[p] = 0
+                    elif evidence == FAILED or (
+                        (evidence is _PENDING and prev.evidence is _PENDING and prev.res == res)
+                        or self._same_evidence(prev, entry)
+                    ):
+                        ev_match[p] += 1
+                    else:
+                        ev_match[p] = 0
                     continue
-            match[p] = ev_match[p] = 0
+            if match[p]:
+                match[p] = 0
+            if ev_match[p]:
+                ev_match[p] = 0
 
         if same_prev:
             state.run_length += 1
@@ -364,12 +374,15 @@ class LoopEngine:
 
     def _same_signature(self, a: _Entry, b: _Entry) -> bool:
         """Whether two calls of one tool have equal canonical arguments."""
+        ca, cb = a.canon, b.canon
+        if ca is not None and cb is not None:
+            return ca == cb
         raw = a.raw
         # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
         if raw is not None and raw == b.raw:
             return True
         canonical = self._canonical
-        return canonical(a) == canonical(b)
+        return (ca if ca is not None else canonical(a)) == (cb if cb is not None else canonical(b))
 
     def _same_evidence(self, a: _Entry, b: _Entry) -> bool:
         """Whether two calls' evidence is equal (neither failed nor missing is known by the caller for ``b``)."""
@@ -466,8 +479,21 @@ class LoopEngine:
         if info.exempt or state.tool_counts[tool] < limit:
             return self._working(previous, index)
         # The tool is frequent enough: only now compare signatures, among this tool's calls.
-        same_sig = self._same_signature
-        same = [e for e in recent if e is current or (e.tool == tool and same_sig(e, current))]
+        same = []
+        raw = current.raw
+        canon = current.canon
+        for e in recent:
+            if e.tool == tool:
+                if e is current or (raw is not None and e.raw == raw):
+                    same.append(e)
+                    continue
+                other = e.canon
+                if other is None:
+                    other = self._canonical(e)
+                if canon is None:
+                    canon = self._canonical(current)
+                if other == canon:
+                    same.append(e)
         count = len(same)
         if count < limit:
             return self._working(previous, index)

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ FAILED = "failed"
 NUDGE_MARKER = "\n\n[loopguard] "
 
 _MAX_DEPTH = 64
+# JSON's insignificant whitespace, as json.decoder skips it.
+_space = json.decoder.WHITESPACE.match
 _CACHE_ENTRIES = 4096
 # Only short raw strings are cached so the cache stays small (<= ~8 MiB of keys).
 _CACHE_MAX_KEY = 2048
@@ -154,9 +157,15 @@ class Canonicalizer:
                 # Fast path, same result as the walk below: no value can sit deeper than the
                 # brackets that open it, so the depth limit cannot trip, and the C decoder's
                 # hooks drop volatile keys and fold floats without a Python call per value.
+                # The scanner directly, with what JSONDecoder.decode adds (whitespace either side, no extra data):
+                # the same result without its Python-level wrapper.
+                scan = self._decoder(ignore).scan_once
                 try:
-                    return _dump(self._decoder(ignore).decode(text))
-                except (ValueError, RecursionError):
+                    value, end = scan(text, _space(text, 0).end())
+                    if _space(text, end).end() != len(text):
+                        return _dump(text)
+                    return _dump(value)
+                except (ValueError, RecursionError, StopIteration):
                     return _dump(text)
             try:
                 parsed = json.loads(text)
@@ -215,7 +224,20 @@ _CONSTANTS = {"NaN": "\x00NaN", "Infinity": "\x00Inf", "-Infinity": "\x00-Inf"}
 
 
 # Built once: json.dumps with options builds a new encoder on every call, a measurable share of a signature.
-_dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+if c_make_encoder is not None:
+    # JSONEncoder.encode builds its C encoder on every call, about as costly as the encoding itself for the
+    # small documents tool calls carry; this is the one it would build, made once. No cycle check: values come
+    # from the JSON decoder or from the walk in Canonicalizer._clean, which cannot produce a cycle.
+    _c_encode = c_make_encoder(
+        None, _encoder.default, encode_basestring, None, ":", ",", True, False, True
+    )
+
+    def _dump(value: Any) -> str:
+        return "".join(_c_encode(value, 0))
+
+else:  # pragma: no cover - interpreters without the C accelerator
+    _dump = _encoder.encode
 
 
 class Normalizer:
