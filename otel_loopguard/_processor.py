@@ -212,7 +212,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._is_shutdown = False
         # Open local roots, and traces known to hold GenAI spans (so their root's end is queued); both bounded.
         self._max_open = self.config.max_traces
-        self._roots: dict[int, Span] = {}
+        self._roots: dict[int, weakref.ref[Span]] = {}
         self._genai: dict[int, bool] = {}
         self._deferred = DeferredWork(self._process, max_queue, self._dropped) if deferred else None
         self._submit = self._deferred.submit if self._deferred is not None else self._process
@@ -229,9 +229,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 span.set_attributes(self._stamps)
             parent = span.parent
             if parent is None or parent.is_remote:
-                # Any local root may have to carry a span event (when no agent span is open); plain dict
-                # operations, atomic under the GIL.
-                _remember(self._roots, span.get_span_context().trace_id, span, self._max_open)
+                # Any local root may have to carry a span event (when no agent span is open). A weak
+                # reference, so an ended root frees itself and non-GenAI traces need no work at their end;
+                # the table itself stays bounded by trimming the oldest entries.
+                _remember(self._roots, span.get_span_context().trace_id, weakref.ref(span), self._max_open)
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
             # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
             # keys under a lock, and each Mapping.get miss raises and catches KeyError.
@@ -239,11 +240,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs:
                 attrs = _plain(attrs)
                 if not MARKER_KEYS.isdisjoint(attrs):
-                    role = span_role(attrs)
-                    if role is not None:
-                        trace_id = span.get_span_context().trace_id
-                        _remember(self._genai, trace_id, True, self._max_open)
-                        self._submit((_STARTED, span, role, attrs, False))
+                    # The worker works out the role; the trace is marked as GenAI when the span ends.
+                    self._submit((_STARTED, span, None, attrs, False))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
@@ -262,17 +260,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._roots.pop(trace_id, None)
                 else:
                     _remember(self._genai, trace_id, True, self._max_open)
-                # The span in whose scope the call ran: where a verdict's span event goes when no agent is open.
-                scope = trace.get_current_span()
-                self._submit((_ENDED, span, True, scope, is_root))
-            elif self._roots:
+                self._submit((_ENDED, span, True, None, is_root))
+            elif self._genai and span.context.trace_id in self._genai:
                 parent = span.parent
                 if parent is None or parent.is_remote:
-                    # A root: forget it, and release the trace's state if it had GenAI spans.
+                    # The root of a trace that had GenAI spans: release the trace's state.
                     trace_id = span.context.trace_id
                     self._roots.pop(trace_id, None)
-                    if self._genai.pop(trace_id, None):
-                        self._submit((_ENDED, span, False, None, True))
+                    self._genai.pop(trace_id, None)
+                    self._submit((_ENDED, span, False, None, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
@@ -288,7 +284,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = _plain(span.attributes)
                 role = span_role(attrs)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs, b)
+                    self._tool_ended(span, attrs)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -299,6 +295,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._fail("on_end" if kind is _ENDED else "on_start", exc)
 
     def _started(self, span: Span, role: str | None, attrs: Any, is_root: bool) -> None:
+        role = span_role(attrs)
+        if role is None:
+            return
         ctx = span.get_span_context()
         with self._open.lock:
             entry = self._open.get(ctx.trace_id, create=True)
@@ -410,15 +409,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 aliases.popitem(last=False)
         return key
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any, scope: Any = None) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
         trace_id = ctx.trace_id
         parent = span.parent
-        # Without an open agent span, a verdict's span event goes on the trace's (GenAI) root, else on the
-        # span in whose scope the call ran, when that belongs to the same trace.
-        fallback = self._roots.get(trace_id)
-        if fallback is None and scope is not None and scope.get_span_context().trace_id == trace_id:
-            fallback = scope
+        # Without an open agent span, a verdict's span event goes on the trace's local root.
+        root_ref = self._roots.get(trace_id)
+        fallback = root_ref() if root_ref is not None else None
         with self._open.lock:
             entry = self._open.get(trace_id, create=False)
             if entry is not None:
@@ -473,7 +470,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 entry = self._open.get(trace_id, create=False)
                 target = None
                 if entry is not None:
-                    target = entry.agents[-1].span if entry.agents else self._roots.get(trace_id)
+                    root_ref = self._roots.get(trace_id)
+                    target = entry.agents[-1].span if entry.agents else (root_ref() if root_ref else None)
             self._publish(trace_id, span.context, observation, None, agent_name(attrs), conversation_id(attrs),
                           steps, span.end_time, target)
 
