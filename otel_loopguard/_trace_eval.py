@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Iterator
 
 from ._audit import audit_trace, step_signature
 from ._engine import LoopEngine
-from ._extract import MARKER_KEYS, ROLE_LLM, ROLE_TOOL, Extractor, is_mcp_client, llm_usage, span_role
+from ._extract import ROLE_LLM, ROLE_TOOL, Extractor, is_mcp_client, llm_usage, span_role
 from ._model import ToolCall
 from ._replay import Replay, TraceReport
 from ._spanrecord import SpanRecord
+
+_END_NS = attrgetter("end_ns")
+_START_END = attrgetter("start_ns", "end_ns")
 
 
 def _seed_args(call: ToolCall) -> dict[str, Any]:
@@ -60,13 +64,24 @@ def seed_audit(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict
     violations: list[str] = []
     if count > max_steps:
         violations.append(f"step_limit:{count}")
-    run_start = 0
-    for index in range(1, count + 1):
-        if index < count and same_as_previous(index):
-            continue
-        if index - run_start >= repeat_limit:
-            violations.append(f"repeat_loop:{sig(run_start)}@{run_start}")
-        run_start = index
+    # A run of equal calls lies inside a stretch of calls whose neighbours may be equal (same tool, or a name
+    # with "|" that could collide with another signature); only stretches long enough to hold a violating run
+    # are compared call by call.
+    tools = [call.tool for call in calls]
+    start = 0
+    while start < count:
+        end = start + 1
+        while end < count and (tools[end] == tools[end - 1] or "|" in tools[end] or "|" in tools[end - 1]):
+            end += 1
+        if end - start >= repeat_limit:
+            run_start = start
+            for index in range(start + 1, end + 1):
+                if index < end and same_as_previous(index):
+                    continue
+                if index - run_start >= repeat_limit:
+                    violations.append(f"repeat_loop:{sig(run_start)}@{run_start}")
+                run_start = index
+        start = end
     violations.sort()
     return {"ok": not violations, "steps_used": count, "violations": violations}
 
@@ -92,46 +107,58 @@ class TraceEvaluator:
             source: where they came from (for the report).
             observed_at: observation time; the last span's end when None.
         """
-        spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
-        tool_spans = {s.span_id for s in spans if s.attributes and span_role(s.attributes) == ROLE_TOOL}
+        # Only tool and model spans are replayed, so only they are sorted; a stable sort of a subsequence keeps
+        # the order the sort of every span would give them. The index breaks ties as the stable sort did.
+        marked = []
+        for index, span in enumerate(spans):
+            attrs = span.attributes
+            if attrs:
+                role = span_role(attrs)
+                if role == ROLE_TOOL or role == ROLE_LLM:
+                    marked.append((span.start_ns, span.end_ns, index, role, span))
+        marked.sort()
         replay = Replay(self.engine)
         seed_calls: list[ToolCall] = []
         priced = bool(self.engine.config.prices)
         seen_usage = False
-        for span in spans:
+        tool_spans: set[int] | None = None
+        extract = self.extractor.tool_call
+        for _, _, _, role, span in marked:
             attrs = span.attributes
-            if not attrs or MARKER_KEYS.isdisjoint(attrs):
-                continue
-            role = span_role(attrs)
             if role == ROLE_TOOL:
-                if is_mcp_client(attrs) and span.parent_span_id in tool_spans:
-                    continue  # the enclosing execute_tool span is the same call
-                call = self.extractor.tool_call(
+                if is_mcp_client(attrs):
+                    if tool_spans is None:
+                        tool_spans = {item[4].span_id for item in marked if item[3] == ROLE_TOOL}
+                    if span.parent_span_id in tool_spans:
+                        continue  # the enclosing execute_tool span is the same call
+                call = extract(
                     attrs,
                     span_name=span.name,
                     start_ns=span.start_ns,
                     end_ns=span.end_ns,
                     status_error=span.status_error,
                     status_message=span.status_message,
-                    events=((name, ev_attrs) for name, _, ev_attrs in span.events),
+                    events=((name, ev_attrs) for name, _, ev_attrs in span.events) if span.events else (),
                 )
                 replay.call(call)
                 seed_calls.append(call)
-            elif role == ROLE_LLM:
+            else:
                 usage = llm_usage(attrs)
                 if usage is not None:
                     seen_usage = True
                     replay.usage(*usage)
         if observed_at is None and spans:
-            observed_at = max(s.end_ns for s in spans) * 1e-9
+            observed_at = max(map(_END_NS, spans)) * 1e-9
         replay.finish(observed_at)
         cfg = self.engine.config
         seed = seed_audit(seed_calls, cfg.max_steps, cfg.repeat_limit)
         trace_id = f"{spans[0].trace_id:032x}" if spans else None
         return replay.report(source, trace_id, seed, with_cost=priced or seen_usage,
-                             attributes=self._group_values(spans))
+                             attributes=self._group_values(spans) if self.group_by else {})
 
     def _group_values(self, spans: list[SpanRecord]) -> dict[str, Any]:
+        # The earliest span that has the attribute gives its value.
+        spans = sorted(spans, key=_START_END)
         out: dict[str, Any] = {}
         for name in self.group_by:
             for span in spans:
