@@ -43,6 +43,7 @@ MAX_TRANSITIONS = 1000
 # Arguments and results up to this many characters are kept raw and canonicalised or digested only when two calls
 # must be compared; longer ones are reduced at once, so a window never holds more than this per call and field.
 LAZY_MAX_CHARS = 512
+_new_tuple = tuple.__new__  # builds an Observation without the NamedTuple's Python-level __new__
 # Tools remembered with their settings; tool names come from spans, so the map is cleared when full.
 _MAX_TOOLS = 4096
 # Evidence of a call whose result is still raw (in ``_Entry.res``): digested on first comparison.
@@ -94,7 +95,7 @@ class TraceState:
     """
 
     __slots__ = (
-        "index", "recent", "tool_counts", "match", "ev_match", "last_incomplete", "run_start", "run_length",
+        "index", "recent", "tool_counts", "match", "ev_match", "last_incomplete",
         "retry_on", "retry_attempts", "retry_ok", "lease", "lease_entry", "lease_renewals",
         "verdict", "transitions", "transition_count", "stuck_streak", "stuck_cycle", "episode_nudged",
         "after_nudge", "nudges", "stop", "last_intervention", "step_limit_hit", "cost", "cost_limit_hit",
@@ -110,8 +111,6 @@ class TraceState:
         self.match = [0] * (max_period + 1)
         self.ev_match = [0] * (max_period + 1)
         self.last_incomplete = -(10**9)
-        self.run_start = 0
-        self.run_length = 0
         # True when the last call was a retryable failure (its signature heads the retry run).
         self.retry_on = False
         self.retry_attempts = 0
@@ -171,6 +170,7 @@ class LoopEngine:
         self._digests: dict[str, str] = {}
         self._tools: dict[str, _Tool] = {}
         self._periods = range(1, cfg.max_period + 1)
+        self._max_steps = cfg.max_steps
         canonical = self._canonical_args = self.normalizer.arguments("")[0]
 
         def canonical_of(entry: _Entry) -> str:
@@ -274,12 +274,13 @@ class LoopEngine:
         n = len(recent)
         match, ev_match = state.match, state.ev_match
         same_sig = self._same_signature
-        same_prev = False
+        same_prev = matched = False
         for p in self._periods:
             if n >= p:
                 prev = recent[-p]
                 # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
                 if prev.tool == tool and ((raw is not None and prev.raw == raw) or same_sig(prev, entry)):
+                    matched = True
                     if p == 1:
                         same_prev = True
                     match[p] += 1
@@ -295,14 +296,7 @@ class LoopEngine:
                         ev_match[p] = 0
                     continue
             if match[p]:
-                match[p] = 0
-            if ev_match[p]:
-                ev_match[p] = 0
-
-        if same_prev:
-            state.run_length += 1
-        else:
-            state.run_start, state.run_length = index, 1
+                match[p] = ev_match[p] = 0
 
         if error is not None or state.retry_on:
             self._track_retry(state, entry, error, same_prev, info.retry)
@@ -318,7 +312,27 @@ class LoopEngine:
             else:
                 del counts[old]
         recent.append(entry)
-        counts[tool] = counts.get(tool, 0) + 1
+        count = counts[tool] = counts.get(tool, 0) + 1
+
+        previous = state.verdict
+        if (
+            not matched
+            and state.lease is None
+            and (count < info.limit or info.exempt)
+            and previous.rule is RULE_NONE
+            and previous.kind is WORKING
+            and previous.step >= 0
+            and index < self._max_steps
+        ):
+            # The common case, decided without _decide/_conclude: nothing repeats (no period matched, the tool
+            # is not frequent), the verdict stays the same working one, and nothing can be nudged or stopped.
+            if state.stuck_cycle is not None:
+                state.stuck_streak, state.stuck_cycle = 0, None
+            state.last_intervention = None
+            if state.stop is None:
+                state.episode_nudged = False
+                state.after_nudge = 0
+            return _new_tuple(Observation, (index, previous, None, None, None))
 
         verdict = self._decide(state, now)
         return self._conclude(state, verdict, entry)

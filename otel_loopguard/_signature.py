@@ -88,6 +88,7 @@ class Canonicalizer:
         self._max_bytes = max_bytes
         self._cache: dict[tuple[str, frozenset[str]], str] = {}
         self._decoders: dict[frozenset[str], json.JSONDecoder] = {}
+        self._scanners: dict[frozenset[str], Any] = {}
         # Folded-name verdicts (drop or keep) per ignore set; bounded like the canonical cache.
         self._drop: dict[frozenset[str], dict[str, bool]] = {}
 
@@ -107,14 +108,19 @@ class Canonicalizer:
                     drop_cache[key] = hit
                 return hit
 
+            # Key spellings known to stay: one C-level subset test clears a whole object in the common case.
+            keep: set[str] = set()
+
             def object_hook(obj: dict[str, Any]) -> dict[str, Any]:
-                cached = drop_cache.get
+                if keep.issuperset(obj):
+                    return obj
                 for key in obj:
-                    hit = cached(key)
-                    if hit is None:
-                        hit = drops(key)
-                    if hit:
-                        return {k: v for k, v in obj.items() if not drops(k)}
+                    if key not in keep:
+                        if drops(key):
+                            return {k: v for k, v in obj.items() if k in keep or not drops(k)}
+                        if len(keep) >= _CACHE_ENTRIES:
+                            keep.clear()
+                        keep.add(key)
                 return obj
 
             decoder = json.JSONDecoder(
@@ -151,31 +157,35 @@ class Canonicalizer:
             # Parsing a huge argument costs the host; its digest still compares equal
             # for equal text, which is what loop detection needs.
             return "#" + _digest(text)
-        stripped = text.lstrip()
-        if stripped[:1] in ("{", "["):
-            if text.count("{") + text.count("[") <= _MAX_DEPTH:
-                # Fast path, same result as the walk below: no value can sit deeper than the
-                # brackets that open it, so the depth limit cannot trip, and the C decoder's
-                # hooks drop volatile keys and fold floats without a Python call per value.
-                # The scanner directly, with what JSONDecoder.decode adds (whitespace either side, no extra data):
-                # the same result without its Python-level wrapper.
-                scan = self._decoder(ignore).scan_once
-                try:
-                    value, end = scan(text, _space(text, 0).end())
-                    if _space(text, end).end() != len(text):
-                        return _dump(text)
-                    return _dump(value)
-                except (ValueError, RecursionError, StopIteration):
-                    return _dump(text)
-            try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):
+        first = text[:1]
+        if first != "{" and first != "[":
+            first = text.lstrip()[:1]
+            if first != "{" and first != "[":
                 return _dump(text)
+        if text.count("{") + text.count("[") <= _MAX_DEPTH:
+            # Fast path, same result as the walk below: no value can sit deeper than the
+            # brackets that open it, so the depth limit cannot trip, and the C decoder's
+            # hooks drop volatile keys and fold floats without a Python call per value.
+            # The scanner is called directly, with what JSONDecoder.decode adds (whitespace either
+            # side, no extra data): the same result without its Python-level wrapper.
+            scan = self._scanners.get(ignore)
+            if scan is None:
+                scan = self._scanners[ignore] = self._decoder(ignore).scan_once
             try:
-                return _dump(self._clean(parsed, ignore, 0))
-            except (RecursionError, ValueError, TypeError):
-                return "#" + _digest(text)
-        return _dump(text)
+                value, end = scan(text, 0 if text[0] == first else _space(text, 0).end())
+                if end != len(text) and _space(text, end).end() != len(text):
+                    return _dump(text)
+                return "".join(_encode_chunks(value, 0))
+            except (ValueError, RecursionError, StopIteration):
+                return _dump(text)
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            return _dump(text)
+        try:
+            return _dump(self._clean(parsed, ignore, 0))
+        except (RecursionError, ValueError, TypeError):
+            return "#" + _digest(text)
 
     def _clean(self, value: Any, ignore: frozenset[str], depth: int) -> Any:
         if depth > _MAX_DEPTH:
@@ -233,11 +243,16 @@ if c_make_encoder is not None:
         None, _encoder.default, encode_basestring, None, ":", ",", True, False, True
     )
 
+    _encode_chunks = _c_encode
+
     def _dump(value: Any) -> str:
         return "".join(_c_encode(value, 0))
 
 else:  # pragma: no cover - interpreters without the C accelerator
     _dump = _encoder.encode
+
+    def _encode_chunks(value: Any, _level: int) -> tuple[str]:
+        return (_encoder.encode(value),)
 
 
 class Normalizer:
