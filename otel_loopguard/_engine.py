@@ -517,6 +517,8 @@ class LoopEngine:
         same = []
         raw = current.raw
         canon = current.canon
+        # Calls of this tool that could still share the signature: stop as soon as too few can.
+        possible = state.tool_counts[tool]
         for e in recent:
             if e.tool == tool:
                 if e is current or (raw is not None and e.raw == raw):
@@ -529,6 +531,10 @@ class LoopEngine:
                     canon = self._canonical(current)
                 if other == canon:
                     same.append(e)
+                else:
+                    possible -= 1
+                    if possible < limit:
+                        return self._working(previous, index)
         count = len(same)
         if count < limit:
             return self._working(previous, index)
