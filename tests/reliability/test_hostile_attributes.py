@@ -194,6 +194,17 @@ class JsonSpy:
         spy = self
 
         class RecordingDecoder(json.JSONDecoder):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                scan = self.scan_once
+
+                # The canonicaliser calls its decoder's scanner directly (skipping decode's overhead).
+                def scan_once(s: str, index: int) -> Any:
+                    spy.parsed.append(len(s))
+                    return scan(s, index)
+
+                self.scan_once = scan_once
+
             def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
                 spy.parsed.append(len(s))
                 return super().decode(s, *args, **kwargs)
@@ -249,7 +260,8 @@ def test_huge_arguments_are_fingerprinted_without_parsing(json_spy: JsonSpy) -> 
     assert "stuck" in verdicts_same
     assert "stuck" not in verdicts_differ
     # Positive control: the spy does see parses of small JSON arguments.
-    _three_calls(build_pipeline(), ['{"a": 1}'], "ok")
+    # Different texts of one tool must be compared, so they are parsed (equal texts need no parse at all).
+    _three_calls(build_pipeline(), ['{"a": 1}', '{"a":1}', '{ "a": 1}'], "ok")
     assert json_spy.parsed, "the spy recorded no parse at all, so it is not wired in"
     for p in (same, differ):
         p.shutdown()
