@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# Collector fixtures (rotel + a recording OTLP receiver) for every directory that needs a real collector.
+pytest_plugins = ["tests.support.collector_fixtures"]
+
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_loopguard._config import LoopGuardConfig
 from otel_loopguard._serve import Server
-from tests.e2e.conftest import REQUIRE_E2E, ROTEL_AGENT_OVERRIDE
+from tests.support.collector_fixtures import REQUIRE_E2E, ROTEL_AGENT_OVERRIDE
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector
 

@@ -1,13 +1,11 @@
-"""Shared pieces for reliability tests: a real in-memory SDK pipeline around the processor, tool-span helpers,
-and the collector fixtures (rotel forwarding to a recording OTLP receiver) for the outage and secrets tests.
+"""Shared pieces for reliability tests: a real in-memory SDK pipeline around the processor and tool-span helpers.
 
-Collector tests follow the ``tests/e2e`` policy: skipped when rotel cannot run here, failed instead under
-``LOOPGUARD_REQUIRE_E2E=1`` (CI). The variable is read at import, before the autouse fixture clears ``LOOPGUARD_*``.
+The outage and secrets tests use the suite-wide collector fixtures (``rotel``, ``otlp_receiver``) from
+``tests/support/collector_fixtures.py``, with the same skip-or-fail policy as ``tests/e2e``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,11 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor, VerdictEvent
-from tests.support.otlp_receiver import RecordingOTLPReceiver
-from tests.support.rotel import RotelCollector, rotel_available
 
-REQUIRE_E2E = os.environ.get("LOOPGUARD_REQUIRE_E2E", "").strip() == "1"
-ROTEL_AGENT_OVERRIDE = os.environ.get("LOOPGUARD_E2E_ROTEL_AGENT") or None
 
 KEY = b"reliability-test-key-0123456789"
 T0 = 1_767_225_600 * 10**9  # a fixed epoch (ns) so TTLs and verdicts never depend on the wall clock
@@ -106,35 +100,3 @@ def pipeline() -> Iterator[Pipeline]:
     built.shutdown()
 
 
-# --- collector fixtures (same policy as tests/e2e) -------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def rotel_unavailable_reason() -> str | None:
-    """Why rotel cannot run in this session, or None; checked once."""
-    return rotel_available(ROTEL_AGENT_OVERRIDE)
-
-
-@pytest.fixture
-def otlp_receiver() -> Iterator[RecordingOTLPReceiver]:
-    """A fresh recording OTLP/gRPC backend on a free 127.0.0.1 port."""
-    with RecordingOTLPReceiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
-def rotel(rotel_unavailable_reason: str | None, otlp_receiver: RecordingOTLPReceiver) -> Iterator[RotelCollector]:
-    """A running rotel-agent forwarding every signal to ``otlp_receiver`` (skips or fails when rotel cannot run)."""
-    if rotel_unavailable_reason is not None:
-        message = f"rotel collector unavailable: {rotel_unavailable_reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
-    collector = RotelCollector(otlp_receiver.endpoint, agent=ROTEL_AGENT_OVERRIDE)
-    collector.start()
-    try:
-        yield collector
-    finally:
-        collector.stop()
-        print(collector.diagnostics(1500))
-        collector.remove_files()
