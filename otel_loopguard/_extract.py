@@ -151,29 +151,23 @@ class Extractor:
         events: Iterable[tuple[str, Mapping[str, Any]]] = (),
     ) -> ToolCall:
         """Read one tool span (of any convention) as a :class:`ToolCall`."""
-        tool = (
-            attrs.get(n.GEN_AI_TOOL_NAME)
-            or attrs.get(n.OI_TOOL_NAME)
-            or attrs.get(n.TRACELOOP_ENTITY_NAME)
-            or span_name
-            or "unknown"
-        )
-        args = attrs.get(n.GEN_AI_TOOL_CALL_ARGUMENTS)
+        get = attrs.get
+        tool = get(n.GEN_AI_TOOL_NAME) or get(n.OI_TOOL_NAME) or get(n.TRACELOOP_ENTITY_NAME) or span_name or "unknown"
+        args = get(n.GEN_AI_TOOL_CALL_ARGUMENTS)
         if args is None:
-            args = attrs.get(n.OI_INPUT_VALUE)
-        if args is None:
-            args = attrs.get(n.TRACELOOP_ENTITY_INPUT)
-        result = attrs.get(n.GEN_AI_TOOL_CALL_RESULT)
+            args = get(n.OI_INPUT_VALUE)
+            if args is None:
+                args = get(n.TRACELOOP_ENTITY_INPUT)
+        result = get(n.GEN_AI_TOOL_CALL_RESULT)
         if result is None:
-            result = attrs.get(n.OI_OUTPUT_VALUE)
-        if result is None:
-            result = attrs.get(n.TRACELOOP_ENTITY_OUTPUT)
+            result = get(n.OI_OUTPUT_VALUE)
+            if result is None:
+                result = get(n.TRACELOOP_ENTITY_OUTPUT)
         lease = None
-        owner = attrs.get(n.LOOPGUARD_WAIT_OWNER)
-        deadline = attrs.get(n.LOOPGUARD_WAIT_DEADLINE)
+        deadline = get(n.LOOPGUARD_WAIT_DEADLINE)
         if deadline is not None:
             try:
-                lease = Lease(str(owner or ""), float(deadline))
+                lease = Lease(str(get(n.LOOPGUARD_WAIT_OWNER) or ""), float(deadline))
             except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
                 lease = None
         # OpenInference's hide_inputs/hide_outputs leave a placeholder: that is "not recorded", not a value.
@@ -181,14 +175,37 @@ class Extractor:
             args = None
         if result == _REDACTED:
             result = None
-        progress = attrs.get(n.LOOPGUARD_PROGRESS)
+        progress = get(n.LOOPGUARD_PROGRESS)
+        # The common cases inline (plain text too long to unwrap or without an envelope's keys; an error.type
+        # or no error); the rest through the same helpers.
+        limit = self._max_bytes
+        if args is not None and (
+            args.__class__ is not str or (len(args) <= limit and ('"input_str"' in args or '"inputs"' in args))
+        ):
+            args_value = self._unwrap_args(args)
+        else:
+            args_value = args
+        if result is not None and (
+            result.__class__ is not str
+            or (len(result) <= limit and ('"tool_call_id"' in result or '"kwargs"' in result))
+        ):
+            result_value = self._unwrap_result(result)
+        else:
+            result_value = result
+        error = get(n.ERROR_TYPE)
+        if error:
+            error = str(error)
+        elif status_error:
+            error = error_class(attrs, status_error, status_message, events)
+        else:
+            error = None
         return ToolCall(
             tool=str(tool),
-            arguments=self._unwrap_args(args) if args is not None else None,
+            arguments=args_value,
             arguments_captured=args is not None,
-            result=self._unwrap_result(result) if result is not None else None,
+            result=result_value,
             result_captured=result is not None,
-            error=error_class(attrs, status_error, status_message, events),
+            error=error,
             progress=str(progress) if progress is not None else None,
             start=start_ns * _NS if start_ns else None,
             end=end_ns * _NS if end_ns else None,

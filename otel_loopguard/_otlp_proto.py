@@ -20,6 +20,8 @@ from ._spanrecord import SpanRecord
 __all__ = ["decode_proto_request"]
 
 _PARSE = ExportTraceServiceRequest.FromString
+# The named tuple's own constructor parses arguments; every field is given here.
+_new_record = tuple.__new__
 
 
 def _any_value(value: Any, depth: int) -> Any:
@@ -121,19 +123,9 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
             events = tuple(collected)
         except _Bad as exc:
             raise exc.under(f"events[{index}]") from None
-    return SpanRecord(
-        trace_id,
-        span_id,
-        parent_id,
-        span.name,
-        span.start_time_unix_nano,
-        span.end_time_unix_nano,
-        attrs,
-        resource,
-        code == STATUS_ERROR,
-        status.message,
-        events,
-    )
+    return _new_record(SpanRecord, (trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
+                                    span.end_time_unix_nano, attrs, resource, code == STATUS_ERROR, status.message,
+                                    events))
 
 
 def _request(request: Any) -> list[SpanRecord]:

@@ -39,7 +39,8 @@ def seed_audit(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict
 
     Signatures are built only where equality is not evident: calls of different tools (names without ``|``)
     differ, and calls of the same tool with identical raw arguments are equal; only the rest (and the first
-    call of each long run, for the message) pay for parsing the arguments.
+    call of each long run, for the message) pay for parsing the arguments, and only inside stretches of
+    possibly equal neighbours long enough to hold a run of ``repeat_limit`` calls.
     """
     count = len(calls)
     if count == 0:

@@ -8,7 +8,9 @@ token usage and 20 ``execute_tool`` spans per trace carrying a ~200-byte JSON ar
 and now and then ``error.type``; one trace in ten loops on one call. Then times, interleaved over a few rounds:
 
 * ``parse``: read the file and ``json.loads`` every line (the floor any Python JSON reader pays);
-* ``audit``: ``otel_loopguard.cli.main(["audit", "--json", FILE])`` with standard output sent to /dev/null.
+* ``audit``: ``otel_loopguard.cli.main(["audit", "--json", FILE])`` with standard output sent to /dev/null;
+* ``read``: ``read_spans`` of the file alone (reading, parsing and OTLP decoding, no judging), to show how the
+  audit's time splits between reading the file and judging the traces.
 
 Times are CPU seconds of the process (``time.process_time``), medians of the rounds. It prints ``speed(audit) / speed(parse) = t(parse) / t(audit)``; the target is >= 0.5.
 ``--profile`` also prints the top functions of one audit under cProfile.
@@ -150,6 +152,16 @@ def time_parse(path: str) -> float:
     return _clock() - started
 
 
+def time_read(path: str) -> float:
+    """CPU seconds to read, parse and decode every span of the file (no judging)."""
+    from otel_loopguard._otlp_read import read_spans  # noqa: PLC0415
+
+    started = _clock()
+    for _ in read_spans(path):
+        pass
+    return _clock() - started
+
+
 def time_audit(path: str) -> float:
     """CPU seconds for the whole ``audit --json`` command, output discarded."""
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
@@ -182,16 +194,20 @@ def main_bench(argv: list[str]) -> None:
         print(f"generated {traces} traces, {spans} spans ({traces * TOOLS_PER_TRACE} tool spans), "
               f"{size / 1e6:.0f} MB in {time.perf_counter() - started:.1f} s")
         check_output(path, traces)
-        parse, audit = [], []
+        parse, read, audit = [], [], []
         for _ in range(ROUNDS):
             parse.append(time_parse(path))
+            read.append(time_read(path))
             audit.append(time_audit(path))
-        p, a = statistics.median(parse), statistics.median(audit)
+        p, r, a = statistics.median(parse), statistics.median(read), statistics.median(audit)
         print(f"parse (json.loads per line): median {p:.2f} s  {spans / p / 1e3:.0f}k spans/s  "
               f"runs {[round(x, 2) for x in parse]}")
+        print(f"read_spans (read + parse + decode): median {r:.2f} s  {spans / r / 1e3:.0f}k spans/s  "
+              f"runs {[round(x, 2) for x in read]}")
         print(f"audit --json (whole command): median {a:.2f} s  {spans / a / 1e3:.0f}k spans/s  "
               f"runs {[round(x, 2) for x in audit]}")
         ratio = p / a
+        print(f"shares of the audit: reading the file {r / a:.0%}, judging the traces and output {(a - r) / a:.0%}")
         print(f"speed(audit) / speed(parse) = {ratio:.2f}  (target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'})")
         if profile:
             profiler = cProfile.Profile()
