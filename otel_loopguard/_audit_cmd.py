@@ -40,22 +40,49 @@ def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) 
     return replay.report(path, None, seed, with_cost=False)
 
 
+_JSON_WHITESPACE = b" \t\n\r"
+_CHUNK = 1 << 16
+
+
 def _sniff_steps(path: str) -> bool:
-    """True when ``path`` holds a steps document (cheap: only small plain-JSON files are candidates)."""
+    """True when ``path`` holds a steps document (cheap: only small plain-JSON files are candidates).
+
+    A file whose first line is a whole JSON value followed by more values (JSON Lines, the usual shape of
+    large exports) cannot be one JSON document, so it is told apart without reading the rest of the file.
+    """
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
             if head[:2] == b"\x1f\x8b":
                 return False
             fh.seek(0)
+            prefix_is_json_space = True
+            line = fh.readline()
+            while line and not line.strip():
+                prefix_is_json_space = prefix_is_json_space and not line.strip(_JSON_WHITESPACE)
+                line = fh.readline()
+            stripped = line.lstrip()
+            if stripped[:1] == b"[":
+                return True
+            if stripped[:1] != b"{":
+                return False
+            if not prefix_is_json_space:
+                return False  # whitespace JSON does not allow (form feed, vertical tab) before the value
+            try:
+                doc = json.loads(line)
+            except (ValueError, RecursionError):
+                doc = None  # maybe a document over several lines: parse the whole file below
+            if doc is not None:
+                while True:
+                    chunk = fh.read(_CHUNK)
+                    if not chunk:
+                        return is_steps_document(doc)
+                    if chunk.strip(_JSON_WHITESPACE):
+                        return False  # a second value: not one JSON document
+            fh.seek(0)
             text = fh.read()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=path) from None
-    stripped = text.lstrip()
-    if stripped[:1] == b"[":
-        return True
-    if stripped[:1] != b"{":
-        return False
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError):
