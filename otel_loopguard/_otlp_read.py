@@ -14,7 +14,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ._errors import InputError
 from ._otlp_json import decode_json_document, decode_json_request, parse_json
@@ -34,6 +34,8 @@ _BINARY = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _SNIFF_BYTES = 65536
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 _gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
+_UNPARSED = object()
+_T = TypeVar("_T")
 
 
 class _ReadFailed(Exception):
@@ -168,9 +170,10 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
             first = first[len(_BOM) :]
         pending: list[tuple[int, bytes]] = []
         whole_document = False
+        parsed: Any = _UNPARSED
         try:
             text = first.decode("utf-8")
-            obj = json.loads(text)
+            parsed = _without_gc(json.loads, text)
         except json.JSONDecodeError as exc:
             # An error at the very end of the first line means the line is the
             # beginning of a multi-line document, unless the next line stands
@@ -188,13 +191,17 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
             rest = b"".join(line for _, line in pending) + b"".join(lines)
             document = b"\n" * (number - 1) + first + rest
             try:
-                obj = parse_json(document, source=path, location=None)
+                obj = _without_gc(parse_json, document, source=path, location=None)
             except InputError as exc:
                 report(exc)
                 return
-            yield from _decode_root(obj, path, None, report)
+            yield from _without_gc(_decode_root, obj, path, None, report)
             return
-        pending.insert(0, (number, first))
+        if parsed is not _UNPARSED:
+            # The first line parsed on its own: decode that object rather than parse the line again.
+            yield from _without_gc(_decode_root, parsed, path, f"line {number}", report)
+        else:
+            pending.insert(0, (number, first))
         for number, line in pending:
             if line.strip():
                 yield from _json_line(line, number, path, report)
@@ -213,18 +220,25 @@ def _is_json_container(line: bytes) -> bool:
         return False
 
 
-def _json_line(line: bytes, number: int, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
-    # Parsing and decoding a line allocates thousands of containers and cannot make a reference cycle, so the
-    # cyclic collector's passes over them (a third of json.loads' time) are skipped; it runs again at the first
-    # allocation after the line, over what survives. Re-enabled only if it was enabled.
+def _without_gc(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``fn(*args, **kwargs)`` with the cyclic collector paused (re-enabled only if it was enabled).
+
+    Parsing and decoding JSON allocates thousands of containers and cannot make a reference cycle, so
+    the collector's passes over them (a third of ``json.loads``' time) are wasted; it runs again at the
+    first allocation afterwards, over what survives.
+    """
     paused = _gc_isenabled()
     if paused:
         _gc_disable()
     try:
-        return _decode_line(line, number, path, report)
+        return fn(*args, **kwargs)
     finally:
         if paused:
             _gc_enable()
+
+
+def _json_line(line: bytes, number: int, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
+    return _without_gc(_decode_line, line, number, path, report)
 
 
 def _decode_line(line: bytes, number: int, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
