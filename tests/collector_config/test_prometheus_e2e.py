@@ -1,7 +1,8 @@
-"""A real Prometheus scrapes the OTel Prometheus exporter in this process and raises LoopGuardAgentStuck."""
+"""A real Prometheus scrapes the demo's metrics (OTel Prometheus exporter in this process) and raises the alerts."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import subprocess
@@ -14,26 +15,16 @@ from typing import Any
 import pytest
 import yaml
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, start_http_server
 
-from otel_loopguard import _names as n
+from otel_loopguard._demo import run_demo
 
 from ._support import RULES_FILE, require_binary
 
-AGENT = "e2e-researcher"
+AGENT = "support-bot"  # the demo's same-call loop: stuck by the period rule, nudged, then stopped
 DEADLINE_S = 25.0
-
-
-def record_stuck_transition(meter_provider: MeterProvider) -> None:
-    """Produce the telemetry of one agent entering `stuck` (to be replaced by the real processor/demo)."""
-    meter = meter_provider.get_meter(n.INSTRUMENTATION_SCOPE)
-    meter.create_counter(n.METRIC_VERDICTS, unit=n.UNIT_TRANSITION).add(1, {
-        n.LOOPGUARD_VERDICT: "stuck", n.LOOPGUARD_VERDICT_PREVIOUS: "working",
-        n.LOOPGUARD_RULE: "period", n.GEN_AI_AGENT_NAME: AGENT})
-    meter.create_counter(n.METRIC_INTERVENTIONS, unit=n.UNIT_INTERVENTION).add(1, {
-        n.LOOPGUARD_INTERVENTION: "nudge", n.LOOPGUARD_RULE: "period"})
-    meter.create_up_down_counter(n.METRIC_TRACES_ACTIVE, unit=n.UNIT_TRACE).add(1, {n.LOOPGUARD_VERDICT: "stuck"})
 
 
 def _free_port() -> int:
@@ -113,8 +104,8 @@ def prometheus(tmp_path: Path, exporter_endpoint: tuple[str, MeterProvider]) -> 
             print(log_path.read_text())
 
 
-def test_stuck_transition_raises_the_stuck_alert(prometheus: str, exporter_endpoint: tuple[str, MeterProvider]) -> None:
-    """One stuck transition recorded on the real instruments makes LoopGuardAgentStuck pending or firing."""
+def test_demo_raises_the_stuck_and_stop_alerts(prometheus: str, exporter_endpoint: tuple[str, MeterProvider]) -> None:
+    """The demo's real processor metrics make LoopGuardAgentStuck and LoopGuardRunStopped pending or firing."""
     _, provider = exporter_endpoint
     deadline = time.monotonic() + DEADLINE_S
 
@@ -123,17 +114,17 @@ def test_stuck_transition_raises_the_stuck_alert(prometheus: str, exporter_endpo
         return any(rule.get("name") == "LoopGuardAgentStuck" for g in groups for rule in g["rules"])
 
     _poll("the loopguard rules to load", rules_loaded, deadline)
-    record_stuck_transition(provider)
+    result = run_demo(meter_provider=provider, logger_provider=LoggerProvider(), stream=io.StringIO())
+    assert result.scenarios, "the demo ran no scenario"
 
-    def stuck_alert() -> dict[str, Any] | None:
+    def active(name: str) -> list[dict[str, Any]]:
         alerts = _get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
-        return next((a for a in alerts if a["labels"].get("alertname") == "LoopGuardAgentStuck"
-                     and a["state"] in {"pending", "firing"}), None)
+        return [a for a in alerts if a["labels"].get("alertname") == name and a["state"] in {"pending", "firing"}]
 
-    alert = _poll("LoopGuardAgentStuck to fire", stuck_alert, deadline)
-    assert alert["labels"]["gen_ai_agent_name"] == AGENT
-    assert alert["labels"]["loopguard_rule"] == "period"
-    assert alert["labels"]["job"] == "agents" and alert["labels"]["severity"] == "warning"
-    # The nudge alone must not raise the stop alert.
-    alerts = _get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
-    assert not [a for a in alerts if a["labels"].get("alertname") == "LoopGuardRunStopped"]
+    stuck = _poll("LoopGuardAgentStuck to fire for the demo's looping agent",
+                  lambda: [a for a in active("LoopGuardAgentStuck") if a["labels"].get("gen_ai_agent_name") == AGENT],
+                  deadline)
+    assert stuck[0]["labels"]["loopguard_rule"] == "period"
+    assert stuck[0]["labels"]["job"] == "agents" and stuck[0]["labels"]["severity"] == "warning"
+    stopped = _poll("LoopGuardRunStopped to fire", lambda: active("LoopGuardRunStopped"), deadline)
+    assert {a["labels"].get("loopguard_rule") for a in stopped} >= {"period", "cost_limit"}
