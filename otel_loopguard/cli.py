@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from importlib import metadata
-from typing import Sequence
+from typing import Any, Sequence
 
 from ._config import LoopGuardConfig
 from ._errors import ConfigError, InputError, LoopGuardError
@@ -94,10 +95,15 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     options = AuditOptions(at=args.at, on_error=on_error)
     color = sys.stdout.isatty() and not args.json
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
     for item in audit_paths(args.files, config, options, otlp_auditor()):
         if isinstance(item, InputError):
+            if progress:
+                progress.clear()
             on_error(item)
             continue
+        if progress:
+            progress.tick(item.source)
         if args.json:
             print(report_json(item), flush=False)
         else:
@@ -106,7 +112,34 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         if reached:
             status = EXIT_FOUND
     sys.stdout.flush()
+    if progress:
+        progress.clear()
     return EXIT_ERROR if failed else status
+
+
+class _Progress:
+    """A one-line count of audited traces on a terminal, redrawn at most five times a second."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._traces = 0
+        self._drawn = 0.0
+        self._shown = False
+
+    def tick(self, source: str) -> None:
+        self._traces += 1
+        now = time.monotonic()
+        if now - self._drawn >= 0.2:
+            self._drawn = now
+            self._stream.write(f"\r\x1b[Kaudited {self._traces} trace(s); reading {source}")
+            self._stream.flush()
+            self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
