@@ -68,6 +68,11 @@ def is_mcp_client(attrs: Mapping[str, Any]) -> bool:
 
 
 def _int(value: Any) -> int:
+    # Counts are ints or absent; int(None) would cost a raised and caught TypeError per missing count.
+    if value.__class__ is int:
+        return value
+    if value is None:
+        return 0
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float token count
