@@ -36,9 +36,18 @@ def is_steps_document(doc: Any) -> bool:
 
 
 def _number(value: Any, where: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a number of seconds, got {value!r}", source=source, location=where)
-    return float(value)
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            # An integer too large for a float (JSON allows 1 followed by 400 zeros) overflows here.
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    shown = repr(value)
+    if len(shown) > 40 and isinstance(value, int):
+        shown = f"an integer of {len(shown)} digits"
+    raise InputError(f"expected a number of seconds, got {shown}", source=source, location=where)
 
 
 def _count(value: Any, where: str, source: str) -> int | None:
