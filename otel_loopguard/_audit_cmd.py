@@ -106,22 +106,33 @@ def audit_paths(
             yield exc
 
 
+def _escaping_writer(out: IO[str]) -> Callable[[str], object]:
+    """``out.write`` that backslash-escapes what ``out`` cannot encode instead of raising half-way through."""
+    encoding = getattr(out, "encoding", None)
+    if not encoding:
+        return out.write
+    # Tool names may hold lone surrogates (JSON "\\ud800" escapes) and file names undecodable bytes; a terminal
+    # may not show every character.
+    return lambda text: out.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
 def format_report(report: TraceReport, out: IO[str], color: bool = False) -> None:
     """Print the readable form of one trace's report."""
+    write = _escaping_writer(out)
     v = report.verdict
     name = report.source + (f" trace {report.trace_id}" if report.trace_id else "")
     detail = f" (rule {v.rule}" + (f", period {v.period}" if v.period else "") + ")"
     paint = _painter(color)
-    out.write(f"{name}: {paint(v.kind)}{detail} after {report.steps_used} tool call(s)\n")
+    write(f"{name}: {paint(v.kind)}{detail} after {report.steps_used} tool call(s)\n")
     if report.cost is not None:
         extra = f", {report.cost.unpriced_tokens} unpriced tokens" if report.cost.unpriced_tokens else ""
-        out.write(f"  cost: ${report.cost.usd:.4f}{extra}\n")
-    out.write(f"  seed-000 audit: {'ok' if report.ok else 'violations: ' + ', '.join(report.violations)}\n")
+        write(f"  cost: ${report.cost.usd:.4f}{extra}\n")
+    write(f"  seed-000 audit: {'ok' if report.ok else 'violations: ' + ', '.join(report.violations)}\n")
     for t in report.transitions:
         period = f", period {t.verdict.period}" if t.verdict.period else ""
-        out.write(f"  after call {t.step}: {t.previous} -> {paint(t.verdict.kind)} (rule {t.verdict.rule}{period})\n")
+        write(f"  after call {t.step}: {t.previous} -> {paint(t.verdict.kind)} (rule {t.verdict.rule}{period})\n")
     for i in report.interventions:
-        out.write(f"  after call {i.step}: {paint(i.action)}: {i.message}\n")
+        write(f"  after call {i.step}: {paint(i.action)}: {i.message}\n")
 
 
 _COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",
