@@ -58,6 +58,11 @@ def _count(value: Any, where: str, source: str) -> int | None:
     return value
 
 
+def _names(keys: set[str]) -> str:
+    # Quoted when not printable, so a key holding a newline cannot split the one-line error message.
+    return ", ".join(key if key.isprintable() else repr(key) for key in sorted(keys))
+
+
 def parse_steps(doc: Any, source: str) -> StepsFile:
     """Validate a decoded steps document.
 
@@ -68,7 +73,7 @@ def parse_steps(doc: Any, source: str) -> StepsFile:
     if isinstance(doc, dict):
         unknown = set(doc) - {"observed_at", "max_steps", "repeat_limit", "steps"}
         if unknown:
-            raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}", source=source, location="top level")
+            raise InputError(f"unknown key(s) {_names(unknown)}", source=source, location="top level")
         options, raw_steps = doc, doc["steps"]
     else:
         raw_steps = doc
@@ -82,7 +87,7 @@ def parse_steps(doc: Any, source: str) -> StepsFile:
             raise InputError(f"a step must be an object, got {type(step).__name__}", source=source, location=where)
         unknown = set(step) - {"tool", "args", "args_captured", "result", "error", "progress", "start", "end", "wait"}
         if unknown:
-            raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}", source=source, location=where)
+            raise InputError(f"unknown key(s) {_names(unknown)}", source=source, location=where)
         tool = step.get("tool")
         if not isinstance(tool, str) or not tool:
             raise InputError(f"tool must be a non-empty string, got {tool!r}", source=source, location=where + ".tool")
