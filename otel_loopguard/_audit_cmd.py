@@ -10,7 +10,7 @@ from typing import IO, Any, Callable, Iterator
 from ._audit import audit_trace
 from ._config import LoopGuardConfig
 from ._engine import LoopEngine
-from ._errors import InputError
+from ._errors import ConfigError, InputError
 from ._replay import TraceReport, replay_calls
 from ._steps import is_steps_document, load_steps, parse_steps
 
@@ -29,11 +29,15 @@ def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) 
     """Audit one steps file; the file's max_steps/repeat_limit override the configuration's."""
     steps = load_steps(path)
     if steps.max_steps is not None or steps.repeat_limit is not None:
-        config = replace(
-            config,
-            max_steps=steps.max_steps if steps.max_steps is not None else config.max_steps,
-            repeat_limit=steps.repeat_limit if steps.repeat_limit is not None else config.repeat_limit,
-        )
+        try:
+            config = replace(
+                config,
+                max_steps=steps.max_steps if steps.max_steps is not None else config.max_steps,
+                repeat_limit=steps.repeat_limit if steps.repeat_limit is not None else config.repeat_limit,
+            )
+        except ConfigError as exc:
+            # A value the file may hold but the configuration refuses (0): name the file, not just the setting.
+            raise InputError(str(exc), source=path) from None
     observed_at = options.at if options.at is not None else steps.observed_at
     replay = replay_calls(LoopEngine(config), steps.calls, observed_at)
     seed = audit_trace(steps.steps, config.max_steps, config.repeat_limit)
