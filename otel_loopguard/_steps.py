@@ -74,6 +74,8 @@ def parse_steps(doc: Any, source: str) -> StepsFile:
         unknown = set(doc) - {"observed_at", "max_steps", "repeat_limit", "steps"}
         if unknown:
             raise InputError(f"unknown key(s) {_names(unknown)}", source=source, location="top level")
+        if "steps" not in doc:
+            raise InputError("missing key 'steps'", source=source, location="top level")
         options, raw_steps = doc, doc["steps"]
     else:
         raw_steps = doc
