@@ -9,14 +9,16 @@ GenAI conventions count cached tokens *inside* ``gen_ai.usage.input_tokens``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from ._config import Prices
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """Token counts of one model call.
+
+    An immutable named tuple rather than a frozen dataclass: ``audit`` builds one per model span, and the
+    dataclass's ``__init__`` cost more than reading the span's counts.
 
     Attributes:
         input_tokens: input tokens as reported.

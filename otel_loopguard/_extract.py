@@ -88,24 +88,24 @@ def llm_usage(attrs: Mapping[str, Any]) -> tuple[str | None, Usage] | None:
         if write is None:
             write = attrs.get(n.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS)
         # The GenAI conventions count cached tokens inside input_tokens.
-        usage = Usage(
+        usage = _new_tuple(Usage, (
             _int(attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS)),
             _int(attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS)),
             _int(attrs.get(n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
             _int(write),
-            cache_included_in_input=True,
-        )
+            True,  # cache_included_in_input
+        ))
         return (str(model) if model else None), usage
     if attrs.get(n.OI_TOKEN_PROMPT) is not None or attrs.get(n.OI_TOKEN_COMPLETION) is not None:
         model = attrs.get(n.OI_LLM_MODEL_NAME)
         # OpenInference's prompt count includes its cache details, like the GenAI one.
-        usage = Usage(
+        usage = _new_tuple(Usage, (
             _int(attrs.get(n.OI_TOKEN_PROMPT)),
             _int(attrs.get(n.OI_TOKEN_COMPLETION)),
             _int(attrs.get(n.OI_TOKEN_CACHE_READ)),
             _int(attrs.get(n.OI_TOKEN_CACHE_WRITE)),
-            cache_included_in_input=True,
-        )
+            True,  # cache_included_in_input
+        ))
         return (str(model) if model else None), usage
     return None
 
