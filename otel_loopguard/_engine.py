@@ -320,14 +320,14 @@ class LoopEngine:
         if (
             not matched
             and state.lease is None
-            and (count < info.limit or info.exempt)
             and previous.rule is RULE_NONE
             and previous.kind is WORKING
             and previous.step >= 0
             and index < self._max_steps
+            and (count < info.limit or info.exempt or self._same_calls(state, entry, count) is None)
         ):
-            # The common case, decided without _decide/_conclude: nothing repeats (no period matched, the tool
-            # is not frequent), the verdict stays the same working one, and nothing can be nudged or stopped.
+            # The common case, decided without _decide/_conclude: nothing repeats (no period matched, no
+            # signature is frequent), the verdict stays the same working one, and nothing can be nudged or stopped.
             if state.stuck_cycle is not None:
                 state.stuck_streak, state.stuck_cycle = 0, None
             state.last_intervention = None
@@ -514,12 +514,33 @@ class LoopEngine:
         if info.exempt or state.tool_counts[tool] < limit:
             return self._working(previous, index)
         # The tool is frequent enough: only now compare signatures, among this tool's calls.
+        same = self._same_calls(state, current, state.tool_counts[tool])
+        if same is None:
+            return self._working(previous, index)
+        count = len(same)
+        if any(e.incomplete for e in same):
+            kind, rule = UNCERTAIN, RULE_EVIDENCE
+        elif state.retry_on and state.retry_ok:
+            kind, rule = RETRYING, RULE_RETRY
+        elif self._one_evidence(same):
+            kind, rule = STUCK, RULE_FREQUENCY
+        else:
+            kind, rule = WORKING, RULE_PROGRESS
+        return _verdict(kind, rule, index, None, count, same[0].index, tool,
+                        self._signature_digest(state, current), self.normalizer_version)
+
+    def _same_calls(self, state: TraceState, current: _Entry, possible: int) -> list[_Entry] | None:
+        """The window's calls with ``current``'s signature when at least its tool's frequency limit, else None.
+
+        Args:
+            possible: calls of ``current``'s tool in the window (an upper bound on the answer's length).
+        """
+        tool = current.tool
+        limit = current.info.limit
         same = []
         raw = current.raw
         canon = current.canon
-        # Calls of this tool that could still share the signature: stop as soon as too few can.
-        possible = state.tool_counts[tool]
-        for e in recent:
+        for e in state.recent:
             if e.tool == tool:
                 if e is current or (raw is not None and e.raw == raw):
                     same.append(e)
@@ -532,22 +553,11 @@ class LoopEngine:
                 if other == canon:
                     same.append(e)
                 else:
+                    # Stop as soon as too few calls can still share the signature.
                     possible -= 1
                     if possible < limit:
-                        return self._working(previous, index)
-        count = len(same)
-        if count < limit:
-            return self._working(previous, index)
-        if any(e.incomplete for e in same):
-            kind, rule = UNCERTAIN, RULE_EVIDENCE
-        elif state.retry_on and state.retry_ok:
-            kind, rule = RETRYING, RULE_RETRY
-        elif self._one_evidence(same):
-            kind, rule = STUCK, RULE_FREQUENCY
-        else:
-            kind, rule = WORKING, RULE_PROGRESS
-        return _verdict(kind, rule, index, None, count, same[0].index, tool,
-                        self._signature_digest(state, current), self.normalizer_version)
+                        return None
+        return same if len(same) >= limit else None
 
     def _working(self, previous: Verdict, index: int) -> Verdict:
         # Nothing repeats: the common case, so the verdict object is reused while it holds.

@@ -114,13 +114,22 @@ class Canonicalizer:
             def object_hook(obj: dict[str, Any]) -> dict[str, Any]:
                 if keep.issuperset(obj):
                     return obj
+                gone = None
                 for key in obj:
                     if key not in keep:
                         if drops(key):
-                            return {k: v for k, v in obj.items() if k in keep or not drops(k)}
+                            if gone is None:
+                                gone = [key]
+                            else:
+                                gone.append(key)
+                            continue
                         if len(keep) >= _CACHE_ENTRIES:
                             keep.clear()
                         keep.add(key)
+                if gone is not None:
+                    # The dict is the decoder's own fresh object: deleting in place is safe, and cheaper than a copy.
+                    for key in gone:
+                        del obj[key]
                 return obj
 
             decoder = json.JSONDecoder(
