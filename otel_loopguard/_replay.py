@@ -74,26 +74,28 @@ class Replay:
 
     def call(self, call: ToolCall, now: float | None = None) -> None:
         """Observe one tool call."""
-        self._record(self.engine.observe(self.state, call, now))
+        self.record(self.engine.observe(self.state, call, now))
 
     def usage(self, model: str | None, usage: Usage) -> None:
         """Observe one model call's usage."""
-        self._record(self.engine.add_usage(self.state, model, usage))
+        self.record(self.engine.add_usage(self.state, model, usage))
 
     def finish(self, observed_at: float | None) -> None:
         """Judge the trace once more at the observation time (expired leases)."""
         if observed_at is not None:
-            self._record(self.engine.reevaluate(self.state, observed_at))
+            self.record(self.engine.reevaluate(self.state, observed_at))
 
-    def _record(self, observation: Any) -> None:
+    def record(self, observation: Any) -> Any:
+        """Keep what an engine observation changed (transition, intervention, stuck period); returns it."""
         if observation is None:
-            return
+            return None
         if observation.transition is not None:
             self.transitions.append(observation.transition)
         if observation.intervention is not None:
             self.interventions.append(observation.intervention)
         if observation.verdict.kind == STUCK:
             self.stuck_period = observation.verdict.period
+        return observation
 
     def report(self, source: str, trace_id: str | None, audit: dict[str, Any], *, with_cost: bool,
                attributes: dict[str, Any] | None = None) -> TraceReport:

@@ -35,7 +35,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from ._audit import audit_trace
 from ._cost import Usage
-from ._engine import LoopEngine, TraceState
+from ._engine import LoopEngine
 from ._extract import (
     MARKER_KEYS,
     ROLE_LLM,
@@ -47,9 +47,9 @@ from ._extract import (
     llm_usage,
     span_role,
 )
-from ._model import STUCK, Intervention, Observation, ToolCall, Transition
+from ._model import Observation, ToolCall
 from ._emit import VerdictEvent
-from ._replay import TraceReport
+from ._replay import Replay, TraceReport
 from ._spanrecord import SpanRecord
 from ._store import EVICT_CAPACITY
 from ._trace_eval import _seed_args
@@ -89,31 +89,15 @@ class FinishedTrace:
     tracked: bool
 
 
-class _Judge:
-    """The engine state of one trace plus what it produced (mirrors ``Replay``)."""
-
-    __slots__ = ("state", "transitions", "interventions", "stuck_period", "seed_steps", "seen_usage", "counted_mcp")
+class _Judge(Replay):
+    """The engine state of one trace and what it produced, plus what ``serve`` needs to re-judge it."""
 
     def __init__(self, engine: LoopEngine) -> None:
-        self.state: TraceState = engine.new_state()
-        self.transitions: list[Transition] = []
-        self.interventions: list[Intervention] = []
-        self.stuck_period: int | None = None
+        super().__init__(engine)
         self.seed_steps: list[dict[str, Any]] = []
         self.seen_usage = False
         # Parents of MCP client spans counted as calls: if such a parent arrives later, the count was wrong.
         self.counted_mcp: set[int] = set()
-
-    def record(self, observation: Observation | None) -> Observation | None:
-        if observation is None:
-            return None
-        if observation.transition is not None:
-            self.transitions.append(observation.transition)
-        if observation.intervention is not None:
-            self.interventions.append(observation.intervention)
-        if observation.verdict.kind == STUCK:
-            self.stuck_period = observation.verdict.period
-        return observation
 
 
 class _Trace:
@@ -406,16 +390,5 @@ class TraceTable:
         cfg = self.engine.config
         seed = audit_trace(judge.seed_steps, cfg.max_steps, cfg.repeat_limit)
         with_cost = bool(cfg.prices) or judge.seen_usage
-        report = TraceReport(
-            source=SERVE_SOURCE,
-            trace_id=f"{trace.trace_id:032x}",
-            verdict=judge.state.verdict,
-            stuck_period=judge.stuck_period,
-            steps_used=judge.state.steps,
-            transitions=tuple(judge.transitions),
-            interventions=tuple(judge.interventions),
-            ok=seed["ok"],
-            violations=tuple(seed["violations"]),
-            cost=judge.state.cost if with_cost else None,
-        )
+        report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}", seed, with_cost=with_cost)
         return FinishedTrace(report, evicted, judge.seen_usage, trace.tracked)

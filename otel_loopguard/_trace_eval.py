@@ -125,7 +125,7 @@ class TraceEvaluator:
         observe = self.engine.observe
         add_usage = self.engine.add_usage
         state = replay.state
-        record = replay._record
+        record = replay.record
         seed_calls: list[ToolCall] = []
         priced = bool(self.engine.config.prices)
         seen_usage = False
