@@ -44,7 +44,11 @@ class DeferredWork:
             os.register_at_fork(after_in_child=lambda: (method := ref()) and method())
 
     def _start_worker(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="otel_loopguard", daemon=True)
+        # The thread holds only a weak reference, so a processor that is dropped without shutdown()
+        # is still collected and its thread ends at the next wake-up.
+        self._thread = threading.Thread(
+            target=_run, args=(weakref.ref(self), self._wake, self._interval), name="otel_loopguard", daemon=True
+        )
         self._thread.start()
 
     def _after_fork(self) -> None:
@@ -76,11 +80,6 @@ class DeferredWork:
                     break
                 self._process(item)
 
-    def _run(self) -> None:
-        while not self._stopped:
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            self.drain()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Process what is queued, then stop the worker. Safe to call twice."""
@@ -92,3 +91,15 @@ class DeferredWork:
 
     def __len__(self) -> int:
         return len(self._queue)
+
+
+def _run(ref: weakref.ref[DeferredWork], wake: threading.Event, interval: float) -> None:
+    """The worker loop: drain whenever woken or every ``interval`` seconds, until stopped or collected."""
+    while True:
+        wake.wait(interval)
+        wake.clear()
+        work = ref()
+        if work is None or work._stopped:
+            return
+        work.drain()
+        del work  # no strong reference while waiting

@@ -106,3 +106,24 @@ def test_events_queued_at_exit_are_not_lost(tmp_path) -> None:  # type: ignore[n
     ))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.count('"event_name": "loopguard.verdict"') == 2, out
+
+
+def test_a_dropped_processor_frees_its_thread() -> None:
+    """A processor dropped without shutdown() is collected, and its background thread ends."""
+    import gc
+    import weakref
+
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from otel_loopguard import LoopGuardSpanProcessor
+
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), logger_provider=LoggerProvider(),
+                                       meter_provider=MeterProvider())
+    thread = processor._deferred._thread  # the thread object itself, to join it
+    ref = weakref.ref(processor)
+    del processor
+    gc.collect()
+    assert ref() is None
+    thread.join(WAIT)
+    assert not thread.is_alive()

@@ -58,8 +58,10 @@ def test_soak_memory_does_not_grow_after_warm_up(soak: SoakResult) -> None:
     assert len(soak.samples) >= 20
     heap_early, heap_late, heap_growth = soak.growth("heap")
     rss_early, rss_late, rss_growth = soak.growth("rss")
-    # The samples measure something: state for max_traces traces and their steps is held after warm-up.
-    assert heap_early > soak.samples[0].heap
+    # The samples measure something: the traced heap moves while traces are held and released (comparing with
+    # the very first sample was flaky: it can still hold the first requests' transient buffers).
+    heaps = [sample.heap for sample in soak.samples]
+    assert max(heaps) > min(heaps) and any(sample.stats.open_traces for sample in soak.samples)
     assert heap_growth <= HEAP_TOLERANCE, (heap_early, heap_late)
     assert rss_growth <= RSS_TOLERANCE, (rss_early, rss_late)
 
