@@ -108,7 +108,6 @@ class _OpenSpans:
         self._limit = limit
         self._traces: OrderedDict[int, _OpenTrace] = OrderedDict()
         self.lock = threading.Lock()
-        self.dropped = 0
 
     def get(self, trace_id: int, create: bool) -> _OpenTrace | None:
         """The open spans of a trace (caller holds ``lock``)."""
@@ -117,7 +116,6 @@ class _OpenSpans:
             entry = self._traces[trace_id] = _OpenTrace()
             if len(self._traces) > self._limit:
                 self._traces.popitem(last=False)
-                self.dropped += 1
         return entry
 
     def pop(self, trace_id: int) -> _OpenTrace | None:
@@ -507,6 +505,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, key: Hashable, state: TraceState, reason: str) -> None:
         try:
             self._finished(state, reason)
+            if isinstance(key, int):
+                # The trace's bookkeeping goes with its state, so those tables share the store's idle TTL.
+                self._roots.pop(key, None)
+                self._genai.pop(key, None)
+                with self._open.lock:
+                    self._open.pop(key)
         except Exception as exc:  # noqa: BLE001
             self._fail("evict", exc)
 
