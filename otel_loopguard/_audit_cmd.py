@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Callable, Iterator
 
 from ._audit import audit_trace
 from ._config import LoopGuardConfig
 from ._engine import LoopEngine
 from ._errors import ConfigError, InputError
 from ._replay import TraceReport, replay_calls
-from ._steps import is_steps_document, load_steps, parse_steps
+from ._steps import is_steps_document, load_steps
 
 OtlpAuditor = Callable[[str, LoopGuardConfig, "AuditOptions"], Iterator[TraceReport]]
 
@@ -158,10 +158,3 @@ def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
     # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
     (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
-
-
-def steps_report_from_doc(doc: Any, source: str, config: LoopGuardConfig) -> TraceReport:
-    """Audit a decoded steps document (used by tests and the demo)."""
-    steps = parse_steps(doc, source)
-    replay = replay_calls(LoopEngine(config), steps.calls, steps.observed_at)
-    return replay.report(source, None, audit_trace(steps.steps, config.max_steps, config.repeat_limit), with_cost=False)

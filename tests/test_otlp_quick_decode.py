@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from otel_loopguard._otlp_json import _Bad, _quick_span, _request
 from otel_loopguard._otlp_read import read_spans
+from tests.support.json_paths import json_paths
 
 SPAN: dict[str, Any] = {
     "traceId": "0af7651916cd43dd8448eb211c80319c",
@@ -106,17 +107,6 @@ FIELD_VALUES: dict[str, Any] = {
 FIELDS = sorted(FIELD_VALUES)
 
 
-def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found.extend(_paths(child, path + (key,)))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            found.extend(_paths(child, path + (index,)))
-    return found
-
-
 def _outcome(request: Any, quick: Any) -> tuple[Any, ...]:
     try:
         # repr: NaN attribute values are unequal to themselves but print alike.
@@ -161,7 +151,7 @@ def test_quick_and_careful_decoders_agree_on_mutated_spans(data: st.DataObject) 
             field = data.draw(st.sampled_from(FIELDS))
             span[field] = copy.deepcopy(data.draw(st.one_of(FIELD_VALUES[field], JSON)))
         else:
-            path = data.draw(st.sampled_from(_paths(span)[1:]))
+            path = data.draw(st.sampled_from(json_paths(span)[1:]))
             parent = span
             for step in path[:-1]:
                 parent = parent[step]

@@ -22,6 +22,7 @@ from otel_loopguard._errors import InputError
 from otel_loopguard._otlp_read import decode_json_request, decode_proto_request, read_spans
 from otel_loopguard._otlp_write import spans_to_otlp_dict
 from otel_loopguard._spanrecord import SpanRecord
+from tests.support.json_paths import json_paths
 
 # A generous deadline: far above any honest decode of these small inputs, so
 # only a hang or a blow-up trips it, not a busy machine.
@@ -72,17 +73,6 @@ JSON_VALUES = st.recursive(
 )
 
 
-def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found.extend(_paths(child, path + (key,)))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            found.extend(_paths(child, path + (index,)))
-    return found
-
-
 def _only_input_errors(call: Any) -> list[SpanRecord]:
     try:
         result = call()
@@ -110,7 +100,7 @@ def test_generated_json_values_give_records_or_input_error(value: Any) -> None:
 def test_mutated_real_requests_give_records_or_input_error(data: st.DataObject) -> None:
     """A real request with one subtree replaced or removed decodes or raises InputError with a location."""
     document = copy.deepcopy(VALID_JSON)
-    path = data.draw(st.sampled_from(_paths(document)[1:]))
+    path = data.draw(st.sampled_from(json_paths(document)[1:]))
     parent = document
     for step in path[:-1]:
         parent = parent[step]
