@@ -21,6 +21,8 @@ import json
 import re
 from typing import Any
 
+import msgspec
+
 from ._errors import InputError
 from ._spanrecord import SpanRecord
 
@@ -645,8 +647,27 @@ def decode_json_request(data: bytes | str | dict[str, Any], *, source: str = "re
     return decode_json_document(data, source=source)
 
 
+_msgspec_loads = msgspec.json.Decoder().decode
+# UnicodeEncodeError: a str holding a lone surrogate, which msgspec must encode to UTF-8 first.
+_MSGSPEC_REFUSALS = (msgspec.MsgspecError, RecursionError, UnicodeEncodeError)
+
+
+def loads(text: bytes | bytearray | str) -> Any:
+    """``json.loads``, done by msgspec whenever msgspec accepts the text.
+
+    For the JSON both accept they build the same objects (same numbers, strings, key order, last duplicate key
+    wins); msgspec builds them in about half the time, which is most of what reading a large export costs.
+    msgspec is the stricter of the two (lone surrogates, NaN, out-of-range numbers, UTF-16 input), so whatever it
+    refuses goes to ``json.loads``, which either accepts it as it always did or raises its usual error.
+    """
+    try:
+        return _msgspec_loads(text)
+    except _MSGSPEC_REFUSALS:
+        return json.loads(text)
+
+
 def parse_json(text: bytes | bytearray | memoryview | str, *, source: str | None, location: str | None) -> Any:
-    """``json.loads`` that raises only :class:`InputError`.
+    """:func:`loads` that raises only :class:`InputError`.
 
     Raises:
         InputError: not JSON, not UTF-8, or nested too deeply for the parser.
@@ -654,7 +675,7 @@ def parse_json(text: bytes | bytearray | memoryview | str, *, source: str | None
     try:
         if isinstance(text, memoryview):
             text = bytes(text)
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InputError(f"not valid JSON: {exc.msg}", source=source, location=_join(location, where)) from None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 from ._errors import InputError
-from ._otlp_json import decode_json_document, decode_json_request, parse_json
+from ._otlp_json import decode_json_document, decode_json_request, loads, parse_json
 from ._otlp_proto import decode_proto_request
 from ._spanrecord import SpanRecord
 
@@ -173,7 +173,7 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
         parsed: Any = _UNPARSED
         try:
             text = first.decode("utf-8")
-            parsed = _without_gc(json.loads, text)
+            parsed = _without_gc(loads, text)
         except json.JSONDecodeError as exc:
             # An error at the very end of the first line means the line is the
             # beginning of a multi-line document, unless the next line stands
@@ -244,7 +244,7 @@ def _json_line(line: bytes, number: int, path: str, report: Callable[[InputError
 def _decode_line(line: bytes, number: int, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
     location = f"line {number}"
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except json.JSONDecodeError as exc:
         report(InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", source=path, location=location))
         return []
