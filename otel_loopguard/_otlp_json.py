@@ -180,7 +180,10 @@ def _double(value: Any) -> float:
     if cls is float:
         return value
     if cls is int:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise _Bad(f"number out of the range of a double: {short(value)}") from None
     if cls is str:
         special = _SPECIAL_DOUBLES.get(value)
         if special is not None:

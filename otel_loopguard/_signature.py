@@ -14,7 +14,9 @@ import json
 import math
 from json.encoder import c_make_encoder, encode_basestring
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+import msgspec
 
 #: Bumped whenever canonicalisation or evidence digests change, so that a new
 #: normalizer is never mistaken for a change in agent behaviour (seed 004).
@@ -87,16 +89,17 @@ class Canonicalizer:
         self._volatile = volatile_keys
         self._max_bytes = max_bytes
         self._cache: dict[tuple[str, frozenset[str]], str] = {}
-        self._decoders: dict[frozenset[str], json.JSONDecoder] = {}
+        self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self._scanners: dict[frozenset[str], Any] = {}
-        # Folded-name verdicts (drop or keep) per ignore set; bounded like the canonical cache.
-        self._drop: dict[frozenset[str], dict[str, bool]] = {}
+        self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
 
-    def _decoder(self, ignore: frozenset[str]) -> json.JSONDecoder:
-        decoder = self._decoders.get(ignore)
-        if decoder is None:
+    def _filter(self, ignore: frozenset[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The function that drops volatile and ignored keys from one JSON object in place (and returns it)."""
+        drop_keys = self._filters.get(ignore)
+        if drop_keys is None:
             volatile = self._volatile
-            drop_cache = self._drop.setdefault(ignore, {})
+            # Verdicts per key spelling, bounded like the canonical cache.
+            drop_cache: dict[str, bool] = {}
 
             def drops(key: str) -> bool:
                 hit = drop_cache.get(key)
@@ -111,7 +114,7 @@ class Canonicalizer:
             # Key spellings known to stay: one C-level subset test clears a whole object in the common case.
             keep: set[str] = set()
 
-            def object_hook(obj: dict[str, Any]) -> dict[str, Any]:
+            def drop_keys(obj: dict[str, Any]) -> dict[str, Any]:
                 if keep.issuperset(obj):
                     return obj
                 gone = None
@@ -132,11 +135,43 @@ class Canonicalizer:
                         del obj[key]
                 return obj
 
+            self._filters[ignore] = drop_keys
+        return drop_keys
+
+    def _scanner(self, ignore: frozenset[str]) -> Any:
+        """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
+        scan = self._scanners.get(ignore)
+        if scan is None:
             decoder = json.JSONDecoder(
-                object_hook=object_hook, parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
+                object_hook=self._filter(ignore), parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
             )
-            self._decoders[ignore] = decoder
-        return decoder
+            scan = self._scanners[ignore] = decoder.scan_once
+        return scan
+
+    def _walker(self, ignore: frozenset[str]) -> tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]:
+        """Functions that drop keys from every object inside a value msgspec decoded (objects, then arrays)."""
+        walkers = self._walkers.get(ignore)
+        if walkers is None:
+            drop_keys = self._filter(ignore)
+
+            def walk_object(obj: dict[str, Any]) -> None:
+                for value in drop_keys(obj).values():
+                    cls = value.__class__
+                    if cls is dict:
+                        walk_object(value)
+                    elif cls is list:
+                        walk_array(value)
+
+            def walk_array(items: list[Any]) -> None:
+                for value in items:
+                    cls = value.__class__
+                    if cls is dict:
+                        walk_object(value)
+                    elif cls is list:
+                        walk_array(value)
+
+            walkers = self._walkers[ignore] = (walk_object, walk_array)
+        return walkers
 
     def canonical(self, value: Any, ignore: frozenset[str] = frozenset()) -> str:
         """Return the canonical text of ``value`` (a dict, list, scalar or JSON string).
@@ -171,15 +206,28 @@ class Canonicalizer:
             first = text.lstrip()[:1]
             if first != "{" and first != "[":
                 return _dump(text)
-        if text.count("{") + text.count("[") <= _MAX_DEPTH:
-            # Fast path, same result as the walk below: no value can sit deeper than the
-            # brackets that open it, so the depth limit cannot trip, and the C decoder's
-            # hooks drop volatile keys and fold floats without a Python call per value.
-            # The scanner is called directly, with what JSONDecoder.decode adds (whitespace either
-            # side, no extra data): the same result without its Python-level wrapper.
-            scan = self._scanners.get(ignore)
-            if scan is None:
-                scan = self._scanners[ignore] = self._decoder(ignore).scan_once
+        objects = text.count("{")
+        containers = objects + text.count("[")
+        if containers <= _MAX_DEPTH:
+            # No value can sit deeper than the brackets that open it, so the depth limit cannot trip here and the
+            # walk below needs no depth check. msgspec parses (floats folded by the same function) and encodes with
+            # sorted keys in C, and gives exactly the text of the C json path; what msgspec refuses goes to that path.
+            try:
+                value = _ms_decode(text)
+            except _MS_REFUSALS:
+                pass
+            else:
+                if objects:  # without a "{" there is no object, hence no key to drop
+                    if containers == 1:
+                        if value.__class__ is dict:  # the only container: nothing nested to walk
+                            (self._filters.get(ignore) or self._filter(ignore))(value)
+                    else:
+                        walk_object, walk_array = self._walkers.get(ignore) or self._walker(ignore)
+                        (walk_object if value.__class__ is dict else walk_array)(value)
+                return _ms_encode(value).decode()
+            # The C json scanner with hooks that drop keys and fold floats, called directly with what
+            # JSONDecoder.decode adds (whitespace either side, no extra data) but without its Python-level wrapper.
+            scan = self._scanners.get(ignore) or self._scanner(ignore)
             try:
                 value, end = scan(text, 0 if text[0] == first else _space(text, 0).end())
                 if end != len(text) and _space(text, end).end() != len(text):
@@ -236,6 +284,20 @@ def _fold_float(value: float) -> Any:
 
 def _parse_float(text: str) -> Any:
     return _fold_float(float(text))
+
+
+def _ms_float(text: str) -> Any:
+    value = _fold_float(float(text))
+    if value.__class__ is float:
+        # msgspec spells some floats differently (1e16, 1e-7); json writes float.__repr__, so write that verbatim.
+        return msgspec.Raw(float.__repr__(value).encode())
+    return value
+
+
+_ms_decode = msgspec.json.Decoder(float_hook=_ms_float).decode
+_ms_encode = msgspec.json.Encoder(order="sorted").encode
+# Refused by msgspec but maybe taken by json (lone surrogates, NaN, huge numbers): left to the json path.
+_MS_REFUSALS = (msgspec.MsgspecError, RecursionError, UnicodeEncodeError, ValueError, OverflowError)
 
 
 # JSON's non-standard constants, spelled as the walk spells the floats they stand for.

@@ -269,6 +269,8 @@ def test_pydantic_ai_fixtures_decode() -> None:
         ({"attributes": [{"key": "b", "value": {"boolValue": "true"}}]}, "attributes[0].value.boolValue", "true or false"),
         ({"attributes": [{"key": "d", "value": {"doubleValue": "nan"}}]}, "attributes[0].value.doubleValue", "NaN"),
         ({"attributes": [{"key": "y", "value": {"bytesValue": "!!"}}]}, "attributes[0].value.bytesValue", "base64"),
+        ({"attributes": [{"key": "d", "value": {"doubleValue": 10**400}}]}, "attributes[0].value.doubleValue",
+         "out of the range of a double"),
         ({"attributes": [{"key": "a", "value": {"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": []}]}}}]},
          "attributes[0].value.arrayValue.values[1].intValue", "64-bit"),
         ({"attributes": [{"key": "m", "value": {"kvlistValue": {"values": [{"key": "k", "value": 5}]}}}]},

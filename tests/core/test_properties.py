@@ -134,3 +134,51 @@ def test_fast_json_path_equals_the_reference_walk(doc: Any, ignore: set[str]) ->
     reference = _dump(Canonicalizer(DEFAULT_VOLATILE_KEYS)._clean(json.loads(text), frozen, 0))
     assert Canonicalizer(DEFAULT_VOLATILE_KEYS).canonical(text, frozen) == reference
     assert CANON.canonical(text, frozen) == reference  # and again through the shared, warmed caches
+
+
+# Number spellings the two parsers must fold alike (exponents, integral floats, beyond 2**53, beyond float range).
+_NUMBER_TEXTS = st.sampled_from(["1E2", "1e-7", "-0.0", "-0", "2.50", "1e16", "1e22", "9007199254740993.0", "1e400",
+                                 "-1e400", "123456789012345678901234567890", "0.1", "5e-324", "1.7976931348623157e308"])
+_KEY_TEXTS = st.sampled_from(['"q"', '"Q"', '"é"', '"\\u00e9"', '"😀"', '"\\ud83d\\ude00"', '"\\uffff"', '"request_id"',
+                              '"Request-ID"', '"cursor"', '"a\\nb"', '"\\ud800"', '"z"', '"_"'])
+_SPACES = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])
+
+
+@st.composite
+def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
+    """JSON text as clients write it: any spacing, escapes, duplicate keys and number spellings."""
+    space = draw(_SPACES)
+    kind = draw(st.sampled_from(["object", "array", "scalar", "number"] if depth < 3 else ["scalar", "number"]))
+    if kind == "number":
+        return draw(_NUMBER_TEXTS | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+                    | st.integers().map(str))
+    if kind == "scalar":
+        return json.dumps(draw(_ANY_SCALAR), ensure_ascii=draw(st.booleans()))
+    if kind == "array":
+        items = draw(st.lists(json_texts(depth + 1), max_size=3))
+        return "[" + space + ("," + space).join(items) + space + "]"
+    members = draw(st.lists(st.tuples(_KEY_TEXTS | st.text(max_size=4).map(json.dumps), json_texts(depth + 1)),
+                            max_size=4))
+    return "{" + space + ("," + space).join(f"{k}{space}:{space}{v}" for k, v in members) + space + "}"
+
+
+@PROFILE
+@given(text=json_texts(), ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])), pad=_SPACES)
+def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad: str) -> None:
+    """The msgspec path gives exactly the text of the C json path, which it falls back to, on any JSON text."""
+    import otel_loopguard._signature as signature
+
+    text = pad + text + pad
+    frozen = frozenset(ignore)
+    fast = Canonicalizer(DEFAULT_VOLATILE_KEYS)._canonical_text(text, frozen)
+    saved = signature._ms_decode
+
+    def refuse(_text: Any) -> Any:
+        raise signature.msgspec.DecodeError("refused for the test")
+
+    signature._ms_decode = refuse
+    try:
+        slow = Canonicalizer(DEFAULT_VOLATILE_KEYS)._canonical_text(text, frozen)
+    finally:
+        signature._ms_decode = saved
+    assert fast == slow
