@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 from ._errors import InputError
-from ._otlp_json import decode_json_document, decode_json_request, loads, parse_json
+from . import _otlp_json
+from ._otlp_json import decode_json_document, loads, parse_json
+from ._otlp_json_typed import decode_typed
 from ._otlp_proto import decode_proto_request
 from ._spanrecord import SpanRecord
 
@@ -40,6 +42,19 @@ _T = TypeVar("_T")
 
 class _ReadFailed(Exception):
     """Internal: the file (or its gzip stream) could not be read further."""
+
+
+def decode_json_request(data: bytes | str | dict[str, Any], *, source: str = "request") -> list[SpanRecord]:
+    """Decode one OTLP/JSON ``ExportTraceServiceRequest`` (see :func:`._otlp_json.decode_json_request`).
+
+    Text in the common shape is decoded by the typed fast path; anything else, including every malformed
+    request, by the general decoder, which names the problem and where it is.
+    """
+    if data.__class__ is bytes or data.__class__ is str:
+        spans = decode_typed(data)  # type: ignore[arg-type]
+        if spans is not None:
+            return spans
+    return _otlp_json.decode_json_request(data, source=source)
 
 
 def _raise(error: InputError) -> None:
@@ -171,6 +186,15 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
         pending: list[tuple[int, bytes]] = []
         whole_document = False
         parsed: Any = _UNPARSED
+        spans = _without_gc(decode_typed, first)
+        if spans is not None:
+            # A whole request on the first line: JSON Lines (or a one-line document).
+            yield from spans
+            for line in lines:
+                number += 1
+                if line.strip():
+                    yield from _json_line(line, number, path, report)
+            return
         try:
             text = first.decode("utf-8")
             parsed = _without_gc(loads, text)
@@ -242,6 +266,9 @@ def _json_line(line: bytes, number: int, path: str, report: Callable[[InputError
 
 
 def _decode_line(line: bytes, number: int, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
+    spans = decode_typed(line)
+    if spans is not None:
+        return spans
     location = f"line {number}"
     try:
         obj = loads(line)

@@ -1,0 +1,176 @@
+"""The typed (msgspec) OTLP/JSON decoder builds exactly the general decoder's records, or leaves the request to it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_loopguard._otlp_json import _Bad, _request
+from otel_loopguard._otlp_json_typed import decode_typed
+from otel_loopguard._otlp_read import decode_json_request, read_spans
+from tests.support.json_paths import json_paths
+from tests.test_otlp_quick_decode import _DELETE, FIELD_VALUES, FIELDS, JSON, SINGLE_CHANGES, SNAKE_ONLY, SPAN, _SNAKE
+
+FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
+
+
+def _general(request: Any) -> tuple[Any, ...]:
+    try:
+        return ("records", repr(_request(request)))
+    except _Bad as exc:
+        return ("error", exc.message, exc.location)
+
+
+def _agree(text: str | bytes) -> bool:
+    """Checks the typed decoder against the general one on ``text``; True when the typed one took it."""
+    typed = decode_typed(text)
+    if typed is None:
+        return False
+    # Whatever the typed path accepts, the general path accepts with the same records (repr: NaN prints alike).
+    assert ("records", repr(typed)) == _general(json.loads(text))
+    return True
+
+
+def _request_of(*spans: Any, resource: Any = None) -> dict[str, Any]:
+    rs: dict[str, Any] = {"scopeSpans": [{"spans": list(spans)}]}
+    if resource is not None:
+        rs["resource"] = resource
+    return {"resourceSpans": [rs]}
+
+
+def test_the_common_shape_takes_the_typed_path() -> None:
+    """A well-formed span with string, int, bool, double, array and kvlist values and an event is decoded here."""
+    span = copy.deepcopy(SPAN)
+    span["attributes"] += [
+        {"key": "d", "value": {"doubleValue": 0.5}}, {"key": "neg", "value": {"intValue": "-3"}},
+        {"key": "arr", "value": {"arrayValue": {"values": [{"stringValue": "stop"}, {"intValue": "2"}]}}},
+        {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": False}}]}}},
+        {"key": "raw", "value": {"bytesValue": "AAEC"}}, {"key": "empty", "value": {}}, {"key": "none"},
+    ]
+    request = _request_of(span, copy.deepcopy(span), resource={"attributes": [
+        {"key": "service.name", "value": {"stringValue": "svc"}}]})
+    assert _agree(json.dumps(request))
+    (record, _) = decode_typed(json.dumps(request).encode())  # type: ignore[misc]
+    assert record.attributes["arr"] == ("stop", 2) and record.attributes["kv"] == {"a": False}
+    assert "empty" not in record.attributes and "none" not in record.attributes
+    assert record.resource == {"service.name": "svc"} and record.status_error is True
+
+
+def test_every_recorded_fixture_takes_the_typed_path() -> None:
+    """Spans recorded from the real instrumentations are all in the shape the typed path reads."""
+    fixtures = [path for path in sorted(FIXTURES.glob("*.json")) if not path.name.startswith("MANIFEST")]
+    assert len(fixtures) > 40
+    for path in fixtures:
+        assert _agree(path.read_bytes()), path.name
+
+
+@pytest.mark.parametrize(("field", "value"), SINGLE_CHANGES)
+def test_typed_and_general_decoders_agree_on_each_edge_value(field: str, value: Any) -> None:
+    """Each span field set to each edge value (or removed): the same records, or the general decoder's turn."""
+    span = copy.deepcopy(SPAN)
+    if value is _DELETE:
+        del span[field]
+    else:
+        span[field] = copy.deepcopy(value)
+    _agree(json.dumps(_request_of(span, copy.deepcopy(span))))
+
+
+@pytest.mark.parametrize(("camel", "value"), SNAKE_ONLY)
+def test_snake_case_fields_are_left_to_the_general_decoder(camel: str, value: Any) -> None:
+    """A snake_case field name is never read by the typed path (the general decoder knows their precedence)."""
+    span = copy.deepcopy(SPAN)
+    del span[camel]
+    span[_SNAKE[camel]] = copy.deepcopy(value)
+    assert decode_typed(json.dumps(_request_of(span))) is None
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_typed_and_general_decoders_agree_on_mutated_requests(data: st.DataObject) -> None:
+    """Requests with fields set, replaced or removed at any depth: the same records, or the general decoder's turn."""
+    span = copy.deepcopy(SPAN)
+    request = _request_of(span, resource={"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]})
+    for _ in range(data.draw(st.integers(1, 3))):
+        if data.draw(st.booleans()):
+            field = data.draw(st.sampled_from(FIELDS))
+            span[field] = copy.deepcopy(data.draw(st.one_of(FIELD_VALUES[field], JSON)))
+        elif len(json_paths(request)) > 1:
+            path = data.draw(st.sampled_from(json_paths(request)[1:]))
+            parent = request
+            for step in path[:-1]:
+                parent = parent[step]
+            if data.draw(st.booleans()):
+                parent[path[-1]] = copy.deepcopy(data.draw(JSON))
+            elif isinstance(parent, dict):
+                del parent[path[-1]]
+    _agree(json.dumps(request))
+
+
+_TEXT_EDGES = [
+    # Duplicate keys: the last one wins in both, or the typed path steps aside.
+    ('{"stringValue": "a", "stringValue": "b"}', True),
+    ('{"stringValue": 5, "stringValue": "b"}', False),
+    ('{"intValue": "1", "stringValue": "s"}', True),
+    ('{"boolValue": true, "doubleValue": 1.5}', False),
+    ('{"doubleValue": 1e400}', False),
+    ('{"doubleValue": "NaN"}', True),
+    ('{"doubleValue": 100000000000000000000000}', True),
+    ('{"stringValue": "\\ud800"}', False),
+    ('{"stringValue": "\\ud83d\\ude00"}', True),
+    ('{"string_value": "x"}', False),
+    ('{"stringValue": null}', False),
+    ('{"arrayValue": null}', True),
+    ('{"arrayValue": {"values": [NaN]}}', False),
+    ('{"kvlistValue": {"values": [{"key": "k", "value": {"intValue": "x"}}]}}', False),
+    ('{"future": [1, {"x": null}], "stringValue": "s"}', True),
+    ('{"future": NaN, "stringValue": "s"}', False),
+    ('{"future": "\\ud800", "stringValue": "s"}', False),
+]
+
+
+@pytest.mark.parametrize(("value", "typed"), _TEXT_EDGES)
+def test_json_text_edges(value: str, typed: bool) -> None:
+    """Texts a dict cannot express (duplicate keys, escapes, NaN, huge numbers) agree or go to the general decoder."""
+    span = copy.deepcopy(SPAN)
+    span["attributes"] = []
+    text = json.dumps(_request_of(span)).replace('"attributes": []', '"attributes": [{"key": "k", "value": ' + value + "}]")
+    assert _agree(text) is typed
+
+
+@pytest.mark.parametrize("ignored", [b'"\xff"', b'"\xed\xa0\x80"', b'"ok \xc3\xa9"'])
+def test_invalid_utf8_in_an_ignored_field_is_left_to_the_general_decoder(ignored: bytes) -> None:
+    """msgspec would skip an ignored field without checking its UTF-8; the general decoder refuses the request."""
+    text = b'{"ignored": ' + ignored + b', "resourceSpans": []}'
+    valid = ignored.endswith(b'\xa9"')
+    assert decode_typed(text) == ([] if valid else None)
+
+
+def test_a_huge_number_in_an_ignored_field_is_skipped() -> None:
+    """The documented difference: json.loads refuses digit strings over its limit, the typed path skips them."""
+    text = '{"ignored": 1' + "0" * 5000 + ', "resourceSpans": []}'
+    with pytest.raises(ValueError):
+        json.loads(text)
+    assert decode_typed(text) == []
+
+
+def test_the_readers_take_the_typed_path_and_fall_back(tmp_path: Path) -> None:
+    """read_spans and decode_json_request give the general decoder's records and errors for any line."""
+    good = json.dumps(_request_of(copy.deepcopy(SPAN)))
+    odd_span = copy.deepcopy(SPAN)
+    odd_span["trace_id"] = odd_span.pop("traceId")
+    odd = json.dumps(_request_of(odd_span))
+    bad = good.replace('"b7ad6b7169203331"', '"nothex"')
+    path = tmp_path / "spans.jsonl"
+    path.write_text("\n".join([good, odd, bad, good]) + "\n")
+    errors: list[Any] = []
+    records = list(read_spans(str(path), on_error=errors.append))
+    assert len(records) == 3 and records[0] == records[1] == records[2]
+    assert [(e.location, e.message) for e in errors] == [
+        ("line 3, resourceSpans[0].scopeSpans[0].spans[0].spanId", "expected 16 hex digits, got 'nothex'")]
+    assert decode_json_request(good.encode()) == decode_json_request(odd) == records[:1]
