@@ -84,5 +84,8 @@ class CostTotal:
         table = prices.get(model) if model else None
         if table is None:
             name = model or "<unknown>"
-            return CostTotal(self.usd, self.unpriced_tokens + usage.total_tokens, self.unpriced_models | {name})
+            models = self.unpriced_models
+            # The same few models recur in every call of a trace: keep the set rather than copy it.
+            return CostTotal(self.usd, self.unpriced_tokens + usage.total_tokens,
+                             models if name in models else models | {name})
         return CostTotal(self.usd + cost_usd(usage, table), self.unpriced_tokens, self.unpriced_models)

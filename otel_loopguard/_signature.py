@@ -91,6 +91,7 @@ class Canonicalizer:
         self._cache: dict[tuple[str, frozenset[str]], str] = {}
         self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self._scanners: dict[frozenset[str], Any] = {}
+        self._keep: dict[frozenset[str], set[str]] = {}
         self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
 
     def _filter(self, ignore: frozenset[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -112,7 +113,7 @@ class Canonicalizer:
                 return hit
 
             # Key spellings known to stay: one C-level subset test clears a whole object in the common case.
-            keep: set[str] = set()
+            keep = self._keep[ignore] = set()
 
             def drop_keys(obj: dict[str, Any]) -> dict[str, Any]:
                 if keep.issuperset(obj):
@@ -153,9 +154,12 @@ class Canonicalizer:
         walkers = self._walkers.get(ignore)
         if walkers is None:
             drop_keys = self._filter(ignore)
+            keep = self._keep[ignore]
 
             def walk_object(obj: dict[str, Any]) -> None:
-                for value in drop_keys(obj).values():
+                if not keep.issuperset(obj):  # the filter's own first test, without the call in the common case
+                    drop_keys(obj)
+                for value in obj.values():
                     cls = value.__class__
                     if cls is dict:
                         walk_object(value)
