@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Iterator
@@ -12,6 +11,7 @@ from ._engine import LoopEngine
 from ._extract import ROLE_LLM, ROLE_TOOL, Extractor, llm_usage, span_role
 from ._model import STUCK, ToolCall
 from ._names import MCP_METHOD_NAME
+from ._otlp_json import loads
 from ._replay import Replay, TraceReport
 from ._spanrecord import SpanRecord
 
@@ -24,8 +24,8 @@ def _seed_args(call: ToolCall) -> dict[str, Any]:
     args = call.arguments
     if isinstance(args, str):
         try:
-            parsed = json.loads(args) if args[:1] in ("{", "[") else args
-        except ValueError:
+            parsed = loads(args) if args[:1] in ("{", "[") else args
+        except (ValueError, RecursionError):
             parsed = args
         args = parsed
     if args is None:
@@ -157,7 +157,9 @@ class TraceEvaluator:
                 usage = llm_usage(attrs)
                 if usage is not None:
                     seen_usage = True
-                    record(add_usage(state, *usage))
+                    stop = add_usage(state, *usage)
+                    if stop is not None:
+                        record(stop)
         if observed_at is None and spans:
             observed_at = max(map(_END_NS, spans)) * 1e-9
         replay.finish(observed_at)
