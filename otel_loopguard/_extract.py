@@ -148,7 +148,6 @@ class Extractor:
     def tool_call(
         self,
         attrs: Mapping[str, Any],
-        *,
         span_name: str,
         start_ns: int | None,
         end_ns: int | None,

@@ -34,8 +34,8 @@ class _CountingExtractor(Extractor):
         super().__init__()
         self.failed = 0
 
-    def tool_call(self, attrs: Mapping[str, Any], **kwargs: Any) -> ToolCall:  # type: ignore[override]
-        call = super().tool_call(attrs, **kwargs)
+    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:  # type: ignore[override]
+        call = super().tool_call(attrs, *args, **kwargs)
         if call.error is not None:
             self.failed += 1
         return call

@@ -1,0 +1,33 @@
+"""``audit --json`` lines are exactly ``json.dumps`` of the report's dict, with the prebuilt encoder."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_loopguard._audit_cmd import report_json
+from otel_loopguard._cost import CostTotal
+from otel_loopguard._model import Intervention, Transition, Verdict
+from otel_loopguard._replay import TraceReport
+
+TEXT = st.text() | st.sampled_from(["é", "\ud800", "\x00", '"\\', "😀"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(source=TEXT, message=TEXT, model=TEXT, usd=st.floats(allow_nan=True), tokens=st.integers(0, 10**12),
+       period=st.none() | st.integers(1, 5), ok=st.booleans())
+def test_report_json_is_json_dumps_of_as_dict(source: str, message: str, model: str, usd: float, tokens: int,
+                                              period: int | None, ok: bool) -> None:
+    """Any source name, message, model name and cost encodes to the same text json.dumps gives."""
+    verdict = Verdict("stuck", "period", 4, period, 3, 1, "search", "d" * 32)
+    report = TraceReport(
+        source=source, trace_id="0af7651916cd43dd8448eb211c80319c", verdict=verdict, stuck_period=period, steps_used=5,
+        transitions=(Transition(4, "working", verdict),), interventions=(Intervention("nudge", message, "period", 4,
+                                                                                       verdict),),
+        ok=ok, violations=("repeat_loop:search|q=1@2",), cost=CostTotal(usd, tokens, frozenset({model})),
+    )
+    line = report_json(report)
+    assert line == json.dumps(report.as_dict())
+    assert "\n" not in line
