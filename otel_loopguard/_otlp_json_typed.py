@@ -45,7 +45,10 @@ class _Fallback(Exception):
 
 
 # The structs are not tracked by the cyclic collector (gc=False): they never hold a cycle.
-class _Value(Struct, gc=False):
+# AnyValue has seven fields and one is set; an unknown field (the snake_case spellings the general decoder also
+# takes, in document order with the others) makes the value, and so the request, the general decoder's. Not
+# declaring the snake_case names keeps the struct small: it is built for every attribute.
+class _Value(Struct, gc=False, forbid_unknown_fields=True):
     stringValue: Union[str, UnsetType] = UNSET
     intValue: Union[str, int, UnsetType] = UNSET
     boolValue: Union[bool, UnsetType] = UNSET
@@ -53,15 +56,6 @@ class _Value(Struct, gc=False):
     arrayValue: Union[Raw, UnsetType] = UNSET
     kvlistValue: Union[Raw, UnsetType] = UNSET
     bytesValue: Union[str, UnsetType] = UNSET
-    # The general decoder also takes snake_case names, in document order with the others; this path cannot see
-    # the order, so any of them sends the request there.
-    string_value: Union[Raw, UnsetType] = UNSET
-    int_value: Union[Raw, UnsetType] = UNSET
-    bool_value: Union[Raw, UnsetType] = UNSET
-    double_value: Union[Raw, UnsetType] = UNSET
-    array_value: Union[Raw, UnsetType] = UNSET
-    kvlist_value: Union[Raw, UnsetType] = UNSET
-    bytes_value: Union[Raw, UnsetType] = UNSET
 
 
 class _KeyValue(Struct, gc=False):
@@ -269,10 +263,6 @@ def _attributes(kvs: list[_KeyValue] | None) -> dict[str, Any]:
 
 def _other_value(value: _Value) -> Any:
     """A value that is not a string or a small non-negative int; None when empty."""
-    if (value.string_value is not UNSET or value.int_value is not UNSET or value.bool_value is not UNSET
-            or value.double_value is not UNSET or value.array_value is not UNSET
-            or value.kvlist_value is not UNSET or value.bytes_value is not UNSET):
-        raise _Fallback
     present = [
         (which, raw) for which, raw in (
             ("int", value.intValue), ("bool", value.boolValue), ("double", value.doubleValue),
