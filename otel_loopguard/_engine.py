@@ -36,7 +36,16 @@ from ._model import (
     Transition,
     Verdict,
 )
-from ._signature import FAILED, NUDGE_MARKER, UNKNOWN, ActionSignature, keyed_digest, make_normalizer
+from ._signature import (
+    FAILED,
+    NUDGE_MARKER,
+    UNKNOWN,
+    ActionSignature,
+    Canonicalizer,
+    keyed_digest,
+    make_normalizer,
+    objects_differ,
+)
 
 # Kept per trace so a flapping trace cannot grow without bound.
 MAX_TRANSITIONS = 1000
@@ -54,25 +63,28 @@ _PENDING = "\x00pending"
 class _Tool:
     """One tool's effective settings, resolved once per tool name (a slotted class: read on every call)."""
 
-    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore")
+    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore", "dropped")
 
-    def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str]) -> None:
+    def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
+                 dropped: Callable[[str], bool]) -> None:
         self.exempt = exempt
         self.min_reps = min_reps
         self.limit = limit
         self.retry = retry
         self.ignore = ignore
+        self.dropped = dropped
 
 
 class _Entry:
     """One call in a trace's window (a slotted class: this is the hot path).
 
     The signature and the evidence are computed lazily: ``raw`` holds short string arguments until ``canon`` is
-    needed (two calls of one tool compared), ``res`` holds a short result until its digest is needed (two calls
-    with one signature compared). Either raw or reduced form is kept, never both, so memory stays bounded.
+    needed (two calls of one tool compared and not told apart by ``parsed``, the decoded object of ``raw``),
+    ``res`` holds a short result until its digest is needed (two calls with one signature compared). Raw and
+    parsed forms are dropped once the canonical form is built, and are bounded by ``LAZY_MAX_CHARS``.
     """
 
-    __slots__ = ("index", "tool", "info", "raw", "canon", "res", "evidence", "incomplete", "start", "end")
+    __slots__ = ("index", "tool", "info", "raw", "parsed", "canon", "res", "evidence", "incomplete", "start", "end")
 
     def __init__(self, index: int, tool: str, info: _Tool, raw: str | None, canon: str | None, res: Any,
                  evidence: str | None, incomplete: bool, start: float | None, end: float | None) -> None:
@@ -80,6 +92,8 @@ class _Entry:
         self.tool = tool
         self.info = info
         self.raw = raw
+        # None: not decoded yet; False: not a JSON object (only canonical texts can compare it).
+        self.parsed: dict[str, Any] | bool | None = None
         self.canon = canon
         self.res = res
         self.evidence = evidence
@@ -179,8 +193,23 @@ class LoopEngine:
             canon = entry.canon
             if canon is None:
                 canon = entry.canon = canonical(entry.raw, entry.info.ignore)
-                entry.raw = None
+                entry.raw = entry.parsed = None
             return canon
+
+        parse_object = Canonicalizer.parse_object
+
+        def differ(a: _Entry, b: _Entry) -> bool:
+            # Sure to have different signatures, told from the decoded objects without canonical texts. Two
+            # calls of one tool usually differ in a plain top-level argument (a query, an id, a page number).
+            pa = a.parsed
+            if pa is None:
+                pa = a.parsed = parse_object(a.raw) or False  # type: ignore[arg-type]
+            if pa is False:
+                return False
+            pb = b.parsed
+            if pb is None:
+                pb = b.parsed = parse_object(b.raw) or False  # type: ignore[arg-type]
+            return pb is not False and objects_differ(pa, pb, a.info.dropped)  # type: ignore[arg-type]
 
         result_evidence = self.normalizer.result_evidence
 
@@ -192,6 +221,7 @@ class LoopEngine:
             return evidence
 
         self._canonical = canonical_of
+        self._differ = differ
         self._evidence = evidence_of
 
     # -- public API --------------------------------------------------------
@@ -381,7 +411,8 @@ class LoopEngine:
             settings.min_repetitions if settings and settings.min_repetitions else cfg.min_repetitions,
             settings.frequency_limit if settings and settings.frequency_limit else cfg.frequency_limit,
             settings.retry if settings and settings.retry else cfg.retry,
-            self.normalizer.arguments(tool)[1],
+            ignore := self.normalizer.arguments(tool)[1],
+            self.normalizer.dropped(ignore),
         )
         if len(self._tools) >= _MAX_TOOLS:
             self._tools.clear()
@@ -397,6 +428,8 @@ class LoopEngine:
         # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
         if raw is not None and raw == b.raw:
             return True
+        if ca is None and cb is None and self._differ(a, b):
+            return False
         canonical = self._canonical
         return (ca if ca is not None else canonical(a)) == (cb if cb is not None else canonical(b))
 
@@ -540,17 +573,22 @@ class LoopEngine:
         same = []
         raw = current.raw
         canon = current.canon
+        differ = self._differ
         for e in state.recent:
             if e.tool == tool:
                 if e is current or (raw is not None and e.raw == raw):
                     same.append(e)
                     continue
                 other = e.canon
-                if other is None:
-                    other = self._canonical(e)
-                if canon is None:
-                    canon = self._canonical(current)
-                if other == canon:
+                if other is None and canon is None and differ(current, e):
+                    equal = False
+                else:
+                    if other is None:
+                        other = self._canonical(e)
+                    if canon is None:
+                        canon = self._canonical(current)
+                    equal = other == canon
+                if equal:
                     same.append(e)
                 else:
                     # Stop as soon as too few calls can still share the signature.

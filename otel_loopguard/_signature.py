@@ -92,6 +92,7 @@ class Canonicalizer:
         self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self._scanners: dict[frozenset[str], Any] = {}
         self._keep: dict[frozenset[str], set[str]] = {}
+        self._drops: dict[frozenset[str], Callable[[str], bool]] = {}
         self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
 
     def _filter(self, ignore: frozenset[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -137,7 +138,29 @@ class Canonicalizer:
                 return obj
 
             self._filters[ignore] = drop_keys
+            self._drops[ignore] = drops
         return drop_keys
+
+    def dropped(self, ignore: frozenset[str] = frozenset()) -> Callable[[str], bool]:
+        """Whether canonical forms drop a key spelling (volatile, or in ``ignore``); cached per spelling."""
+        drops = self._drops.get(ignore)
+        if drops is None:
+            self._filter(ignore)
+            drops = self._drops[ignore]
+        return drops
+
+    @staticmethod
+    def parse_object(text: str) -> dict[str, Any] | None:
+        """The JSON object ``text`` holds, decoded as for its canonical form (floats folded), else None.
+
+        None when the text is not a JSON object or msgspec refuses it. Keys are not dropped: see
+        :func:`objects_differ`, which compares two such objects without building their canonical texts.
+        """
+        try:
+            value = _ms_decode(text)
+        except _MS_REFUSALS:
+            return None
+        return value if value.__class__ is dict else None
 
     def _scanner(self, ignore: frozenset[str]) -> Any:
         """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
@@ -222,9 +245,8 @@ class Canonicalizer:
                 pass
             else:
                 if objects:  # without a "{" there is no object, hence no key to drop
-                    if containers == 1:
-                        if value.__class__ is dict:  # the only container: nothing nested to walk
-                            (self._filters.get(ignore) or self._filter(ignore))(value)
+                    if objects == 1 and value.__class__ is dict:  # the only object: no other keys to look at
+                        (self._filters.get(ignore) or self._filter(ignore))(value)
                     else:
                         walk_object, walk_array = self._walkers.get(ignore) or self._walker(ignore)
                         (walk_object if value.__class__ is dict else walk_array)(value)
@@ -330,6 +352,28 @@ else:  # pragma: no cover - interpreters without the C accelerator
         return (_encoder.encode(value),)
 
 
+# Decoded scalars whose inequality implies unequal canonical text. Floats are left out (msgspec.Raw here, and 1.0
+# folds to 1), so are containers (their difference may lie only in dropped keys).
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+_ABSENT = object()
+
+
+def objects_differ(a: dict[str, Any], b: dict[str, Any], dropped: Callable[[str], bool]) -> bool:
+    """True only when the canonical texts of two decoded JSON objects surely differ (a cheap, sound test).
+
+    It looks for a top-level key that canonical forms keep whose plain values (strings, integers, booleans,
+    null) differ, or that one object lacks. For such values Python's ``!=`` implies different JSON text (1 and
+    True compare equal, so they are never told apart here; the canonical texts do that). False means "maybe
+    equal": the caller compares canonical texts.
+    """
+    for key, value in a.items():
+        if value.__class__ in _PLAIN_SCALARS:
+            other = b.get(key, _ABSENT)
+            if (other is _ABSENT or (other != value and other.__class__ in _PLAIN_SCALARS)) and not dropped(key):
+                return True
+    return False
+
+
 class Normalizer:
     """Turns raw call data into signatures and evidence for the engine.
 
@@ -376,6 +420,10 @@ class Normalizer:
                 self._result_cache[result] = hit
             return hit
         return "r:" + _digest(self._canon.canonical(result))
+
+    def dropped(self, ignore: frozenset[str]) -> Callable[[str], bool]:
+        """Whether canonical forms drop a key spelling, for a tool whose ignore set is ``ignore``."""
+        return self._canon.dropped(ignore)
 
     def arguments(self, tool: str) -> tuple[Any, frozenset[str]]:
         """The canonicaliser's ``canonical`` function and ``tool``'s ignore set, for callers that canonicalise later."""

@@ -32,6 +32,14 @@ ARGS: list[Any] = [
     '{"q": "x", "n": 9007199254740992.0}',
     '{"q": "x", "n": 9007199254740992}',
     '{"q": "y", "n": 1}',
+    # Told apart, or not, by top-level plain values: nested differences only in volatile keys, a volatile key on one
+    # side only, a string against a number, null.
+    '{"q": "x", "n": 1, "f": {"a": 1, "ts": 2}}',
+    '{"f": {"ts": 3, "a": 1}, "n": 1, "q": "x"}',
+    '{"q": "x", "n": 1, "nonce": "z"}',
+    '{"q": "x", "n": "1"}',
+    '{"q": null, "n": 1}',
+    '{"q": "x", "n": 1.5}',
     {"q": "y", "n": 1, "trace_id": "t"},
     "plain text",
     '"plain text"',

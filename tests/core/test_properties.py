@@ -182,3 +182,20 @@ def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad
     finally:
         signature._ms_decode = saved
     assert fast == slow
+
+
+@PROFILE
+@given(a=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5), b=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5),
+       shared=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=3), ignore=st.sets(st.sampled_from(["attemptno", "q"])))
+def test_objects_differ_only_when_canonical_texts_differ(a: dict, b: dict, shared: dict, ignore: set[str]) -> None:
+    """The cheap test the engine uses before canonical texts never calls two equal signatures different."""
+    from otel_loopguard._signature import objects_differ
+
+    frozen = frozenset(ignore)
+    canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
+    texts = [json.dumps({**shared, **a}), json.dumps({**b, **shared}), json.dumps(shared)]
+    for x in texts:
+        for y in texts:
+            px, py = Canonicalizer.parse_object(x), Canonicalizer.parse_object(y)
+            if px is not None and py is not None and objects_differ(px, py, canon.dropped(frozen)):
+                assert canon.canonical(x, frozen) != canon.canonical(y, frozen)
