@@ -185,7 +185,8 @@ class Extractor:
         # or no error); the rest through the same helpers.
         limit = self._max_bytes
         if args is not None and (
-            args.__class__ is not str or (len(args) <= limit and ('"input_str"' in args or '"inputs"' in args))
+            # '"input' is the common prefix of '"input_str"' and '"inputs"': one scan of the text instead of two.
+            args.__class__ is not str or (len(args) <= limit and '"input' in args)
         ):
             args_value = self._unwrap_args(args)
         else:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from operator import attrgetter
+from itertools import compress, islice
+from operator import attrgetter, itemgetter, ne
 from typing import Any, Callable, Iterable, Iterator
 
 from ._audit import audit_trace, step_signature
@@ -16,6 +17,7 @@ from ._replay import Replay, TraceReport
 from ._spanrecord import SpanRecord
 
 _END_NS = attrgetter("end_ns")
+_TOOL = itemgetter(0)  # ToolCall.tool
 _START_END = attrgetter("start_ns", "end_ns")
 
 
@@ -69,12 +71,14 @@ def seed_audit(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict
     # A run of equal calls lies inside a stretch of calls whose neighbours may be equal (same tool, or a name
     # with "|" that could collide with another signature); only stretches long enough to hold a violating run
     # are compared call by call.
-    tools = [call.tool for call in calls]
-    start = 0
-    while start < count:
-        end = start + 1
-        while end < count and (tools[end] == tools[end - 1] or "|" in tools[end] or "|" in tools[end - 1]):
-            end += 1
+    tools = list(map(_TOOL, calls))
+    if "|" in "".join(tools):
+        stretches = _stretches_with_pipes(tools)
+    else:
+        # Stretches are runs of one tool name: their boundaries are where the name changes, found in C.
+        bounds = [0, *compress(range(1, count), map(ne, islice(tools, 1, None), tools)), count]
+        stretches = zip(bounds, islice(bounds, 1, None))
+    for start, end in stretches:
         if end - start >= repeat_limit:
             run_start = start
             for index in range(start + 1, end + 1):
@@ -83,9 +87,22 @@ def seed_audit(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict
                 if index - run_start >= repeat_limit:
                     violations.append(f"repeat_loop:{sig(run_start)}@{run_start}")
                 run_start = index
-        start = end
     violations.sort()
     return {"ok": not violations, "steps_used": count, "violations": violations}
+
+
+def _stretches_with_pipes(tools: list[str]) -> list[tuple[int, int]]:
+    """Stretches of possibly equal neighbours when a name holds "|" (its signature may equal another tool's)."""
+    out = []
+    count = len(tools)
+    start = 0
+    while start < count:
+        end = start + 1
+        while end < count and (tools[end] == tools[end - 1] or "|" in tools[end] or "|" in tools[end - 1]):
+            end += 1
+        out.append((start, end))
+        start = end
+    return out
 
 
 class TraceEvaluator:
