@@ -307,26 +307,26 @@ class LoopEngine:
         match, ev_match = state.match, state.ev_match
         same_sig = self._same_signature
         same_prev = matched = False
-        for p in self._periods:
-            if n >= p:
-                prev = recent[-p]
-                # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
-                if prev.tool == tool and ((raw is not None and prev.raw == raw) or same_sig(prev, entry)):
-                    matched = True
-                    if p == 1:
-                        same_prev = True
-                    match[p] += 1
-                    # A failure is never progress, so it continues an unchanged-evidence run.
-                    if evidence is None:
-                        ev_match[p] = 0
-                    elif evidence == FAILED or (
-                        (evidence is _PENDING and prev.evidence is _PENDING and prev.res == res)
-                        or self._same_evidence(prev, entry)
-                    ):
-                        ev_match[p] += 1
-                    else:
-                        ev_match[p] = 0
-                    continue
+        # The p-th latest call for each period p (fewer while the trace is short; a period longer than the trace
+        # has never matched, so its counters are zero).
+        for p, prev in zip(self._periods, reversed(recent)):
+            # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
+            if prev.tool == tool and ((raw is not None and prev.raw == raw) or same_sig(prev, entry)):
+                matched = True
+                if p == 1:
+                    same_prev = True
+                match[p] += 1
+                # A failure is never progress, so it continues an unchanged-evidence run.
+                if evidence is None:
+                    ev_match[p] = 0
+                elif evidence == FAILED or (
+                    (evidence is _PENDING and prev.evidence is _PENDING and prev.res == res)
+                    or self._same_evidence(prev, entry)
+                ):
+                    ev_match[p] += 1
+                else:
+                    ev_match[p] = 0
+                continue
             if match[p]:
                 match[p] = ev_match[p] = 0
 
