@@ -226,10 +226,17 @@ class JsonSpy:
 
 @pytest.fixture
 def json_spy(monkeypatch: pytest.MonkeyPatch) -> JsonSpy:
-    """Every JSON parse done by the signature and extraction modules, recorded."""
+    """Every JSON parse done by the signature and extraction modules, with json or with msgspec, recorded."""
     spy = JsonSpy()
     monkeypatch.setattr(signature_module, "json", spy)
     monkeypatch.setattr(extract_module, "json", spy)
+    msgspec_decode = signature_module._ms_decode
+
+    def recording_decode(text: Any) -> Any:
+        spy.parsed.append(len(text))
+        return msgspec_decode(text)
+
+    monkeypatch.setattr(signature_module, "_ms_decode", recording_decode)
     return spy
 
 
