@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ._config import LoopGuardConfig, RetryPolicy
 from ._cost import CostTotal, Usage
 from ._model import (
+    RETRYING,
     RULE_COST_LIMIT,
     RULE_EVIDENCE,
     RULE_FREQUENCY,
@@ -24,7 +25,6 @@ from ._model import (
     RULE_PROGRESS,
     RULE_RETRY,
     RULE_STEP_LIMIT,
-    RETRYING,
     STUCK,
     UNCERTAIN,
     WAITING,

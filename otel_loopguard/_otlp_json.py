@@ -122,15 +122,9 @@ def bad_status_code(code: Any) -> _Bad:
 
 
 def _hex_id(value: Any, digits: int, name: str) -> int:
-    if value.__class__ is str and len(value) == digits:
-        try:
-            raw = bytes.fromhex(value)
-        except ValueError:
-            pass
-        else:
-            # fromhex skips embedded whitespace, which then shows up as a short result.
-            if len(raw) * 2 == digits:
-                return int.from_bytes(raw, "big")
+    number = hex_id(value, digits)
+    if number is not None:
+        return number
     if value is None:
         raise _Bad(f"missing; expected {digits} hex digits", name)
     hint = ""
@@ -354,35 +348,12 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     # Inline fast paths take well-formed values in the spec's spelling; the rest
     # (snake_case names, JSON numbers, malformed values) goes to the helpers,
     # which also build the error.
-    value = get("traceId")
-    try:
-        raw = _fromhex(value)
-    except (TypeError, ValueError):
-        raw = b""
-    if len(raw) == 16 and len(value) == 32:
-        trace_id = _from_bytes(raw, "big")
-    else:
-        trace_id = _hex_id(_get(span, "traceId", "trace_id"), 32, "traceId")
-    value = get("spanId")
-    try:
-        raw = _fromhex(value)
-    except (TypeError, ValueError):
-        raw = b""
-    if len(raw) == 8 and len(value) == 16:
-        span_id = _from_bytes(raw, "big")
-    else:
-        span_id = _hex_id(_get(span, "spanId", "span_id"), 16, "spanId")
+    trace_id = _hex_id(_get(span, "traceId", "trace_id"), 32, "traceId")
+    span_id = _hex_id(_get(span, "spanId", "span_id"), 16, "spanId")
     value = get("parentSpanId")
     parent_id = None
     if value:
-        try:
-            raw = _fromhex(value)
-        except (TypeError, ValueError):
-            raw = b""
-        if len(raw) == 8 and len(value) == 16:
-            parent_id = _from_bytes(raw, "big")
-        else:
-            parent_id = _hex_id(value, 16, "parentSpanId")
+        parent_id = _hex_id(value, 16, "parentSpanId")
     elif value is None:
         value = get("parent_span_id")
         if value:
@@ -463,6 +434,63 @@ _ID_CACHE_ENTRIES = 4096
 _new_record = tuple.__new__
 
 
+def hex_id(value: Any, digits: int, cache: dict[str, int] | None = None) -> int | None:
+    """The number a hex id string of exactly ``digits`` digits spells, else None; remembered in ``cache``."""
+    if value.__class__ is not str or len(value) != digits:
+        return None
+    try:
+        raw = _fromhex(value)
+    except ValueError:
+        return None
+    # fromhex skips embedded whitespace, which then shows up as a short result.
+    if len(raw) * 2 != digits:
+        return None
+    number = _from_bytes(raw, "big")
+    if cache is not None:
+        if len(cache) >= _ID_CACHE_ENTRIES:
+            cache.clear()
+        cache[value] = number
+    return number
+
+
+def span_ids(trace_hex: Any, span_hex: Any, parent_hex: Any) -> tuple[int, int, int | None] | None:
+    """The trace, span and parent ids of a span in the usual spelling (hex strings, no parent: empty), else None.
+
+    The spans of a trace share its id and siblings share a parent, so those two are remembered.
+
+    Raises:
+        TypeError: an id is an unhashable value (not the usual spelling either).
+    """
+    trace_id = _TRACE_IDS.get(trace_hex)
+    if trace_id is None:
+        trace_id = hex_id(trace_hex, 32, _TRACE_IDS)
+        if trace_id is None:
+            return None
+    span_id = hex_id(span_hex, 16)
+    if span_id is None:
+        return None
+    parent_id = None
+    if parent_hex:
+        parent_id = _PARENT_IDS.get(parent_hex)
+        if parent_id is None:
+            parent_id = hex_id(parent_hex, 16, _PARENT_IDS)
+            if parent_id is None:
+                return None
+    return trace_id, span_id, parent_id
+
+
+def quick_events(raw: Any) -> tuple[tuple[str, int, dict[str, Any]], ...] | None:
+    """A span's decoded ``events`` in the common shape (a list; nothing for a falsy value), else None."""
+    if not raw:
+        return ()
+    if raw.__class__ is not list:
+        return None
+    try:
+        return tuple(_event(event, index) for index, event in enumerate(raw))
+    except _Bad:
+        return None
+
+
 def _quick_span(span: Any, resource: dict[str, Any]) -> SpanRecord | None:
     """:func:`_span` for a span in the common shape, or None to leave it to :func:`_span`.
 
@@ -473,47 +501,17 @@ def _quick_span(span: Any, resource: dict[str, Any]) -> SpanRecord | None:
     if span.__class__ is not dict:
         return None
     get = span.get
-    # Lookups with an unhashable value raise TypeError, fromhex of a non-hex
-    # string ValueError; both only mean "not the common shape".
-    try:
-        value = get("traceId")
-        trace_id = _TRACE_IDS.get(value)
-        if trace_id is None:
-            if value.__class__ is not str or len(value) != 32:
-                return None
-            raw = _fromhex(value)
-            # fromhex skips embedded whitespace, which then shows up as a short result.
-            if len(raw) != 16:
-                return None
-            trace_id = _from_bytes(raw, "big")
-            if len(_TRACE_IDS) >= _ID_CACHE_ENTRIES:
-                _TRACE_IDS.clear()
-            _TRACE_IDS[value] = trace_id
-        value = get("spanId")
-        if value.__class__ is not str or len(value) != 16:
-            return None
-        raw = _fromhex(value)
-        if len(raw) != 8:
-            return None
-        span_id = _from_bytes(raw, "big")
-        value = get("parentSpanId")
-        parent_id = None
-        if value:
-            parent_id = _PARENT_IDS.get(value)
-            if parent_id is None:
-                if value.__class__ is not str or len(value) != 16:
-                    return None
-                raw = _fromhex(value)
-                if len(raw) != 8:
-                    return None
-                parent_id = _from_bytes(raw, "big")
-                if len(_PARENT_IDS) >= _ID_CACHE_ENTRIES:
-                    _PARENT_IDS.clear()
-                _PARENT_IDS[value] = parent_id
-        elif value is None and "parent_span_id" in span:
-            return None
-    except (TypeError, ValueError):
+    parent = get("parentSpanId")
+    if parent is None and "parent_span_id" in span:
         return None
+    # A lookup with an unhashable value raises TypeError, which only means "not the common shape".
+    try:
+        ids = span_ids(get("traceId"), get("spanId"), parent)
+    except TypeError:
+        return None
+    if ids is None:
+        return None
+    trace_id, span_id, parent_id = ids
     name = get("name")
     if name.__class__ is not str:
         if name is not None:
@@ -555,15 +553,9 @@ def _quick_span(span: Any, resource: dict[str, Any]) -> SpanRecord | None:
             if message is not None:
                 return None
             message = ""
-    events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
-    raw_events = get("events")
-    if raw_events:
-        if raw_events.__class__ is not list:
-            return None
-        try:
-            events = tuple(_event(event, index) for index, event in enumerate(raw_events))
-        except _Bad:
-            return None
+    events = quick_events(get("events"))
+    if events is None:
+        return None
     return _new_record(SpanRecord, (trace_id, span_id, parent_id, name, start, end, attrs, resource, error, message,
                                     events))
 

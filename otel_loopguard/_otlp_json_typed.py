@@ -20,23 +20,19 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from ._otlp_json import (
-    _ID_CACHE_ENTRIES,
-    _PARENT_IDS,
-    _TRACE_IDS,
     STATUS_ERROR,
     _Bad,
     _bytes,
     _double,
-    _event,
     _int64,
     any_value,
+    quick_events,
+    span_ids,
 )
 from ._spanrecord import SpanRecord
 
 __all__ = ["decode_typed"]
 
-_fromhex = bytes.fromhex
-_from_bytes = int.from_bytes
 _new_record = tuple.__new__
 
 
@@ -162,43 +158,10 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
     if (span.trace_id is not UNSET or span.span_id is not UNSET or span.parent_span_id is not UNSET
             or span.start_time_unix_nano is not UNSET or span.end_time_unix_nano is not UNSET):
         raise _Fallback
-    # fromhex raises ValueError for a non-hex string; it skips embedded whitespace, which shows as a short result.
-    try:
-        value = span.traceId
-        trace_id = _TRACE_IDS.get(value)
-        if trace_id is None:
-            if value is UNSET or len(value) != 32:
-                raise _Fallback
-            raw = _fromhex(value)
-            if len(raw) != 16:
-                raise _Fallback
-            trace_id = _from_bytes(raw, "big")
-            if len(_TRACE_IDS) >= _ID_CACHE_ENTRIES:
-                _TRACE_IDS.clear()
-            _TRACE_IDS[value] = trace_id
-        value = span.spanId
-        if value is UNSET or len(value) != 16:
-            raise _Fallback
-        raw = _fromhex(value)
-        if len(raw) != 8:
-            raise _Fallback
-        span_id = _from_bytes(raw, "big")
-        value = span.parentSpanId
-        parent_id = None
-        if value:
-            parent_id = _PARENT_IDS.get(value)
-            if parent_id is None:
-                if len(value) != 16:
-                    raise _Fallback
-                raw = _fromhex(value)
-                if len(raw) != 8:
-                    raise _Fallback
-                parent_id = _from_bytes(raw, "big")
-                if len(_PARENT_IDS) >= _ID_CACHE_ENTRIES:
-                    _PARENT_IDS.clear()
-                _PARENT_IDS[value] = parent_id
-    except ValueError:
-        raise _Fallback from None
+    ids = span_ids(span.traceId, span.spanId, span.parentSpanId)
+    if ids is None:
+        raise _Fallback
+    trace_id, span_id, parent_id = ids
     # Under 20 digits a uint64 cannot overflow.
     value = span.startTimeUnixNano
     if value is UNSET or len(value) >= 20 or not value.isdigit() or not value.isascii():
@@ -222,17 +185,9 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
             error = code == STATUS_ERROR
         if status.message is not None:
             message = status.message
-    events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
-    raw_events = span.events
-    if raw_events is not UNSET:
-        items = _load(raw_events)
-        if items:
-            if items.__class__ is not list:
-                raise _Fallback
-            try:
-                events = tuple(_event(event, index) for index, event in enumerate(items))
-            except _Bad:
-                raise _Fallback from None
+    events = quick_events(_load(span.events)) if span.events is not UNSET else ()
+    if events is None:
+        raise _Fallback
     name = span.name
     return _new_record(SpanRecord, (trace_id, span_id, parent_id, "" if name is None else name,
                                     start, end, attrs, resource, error, message, events))

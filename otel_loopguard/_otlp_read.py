@@ -16,8 +16,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
-from ._errors import InputError
 from . import _otlp_json
+from ._errors import InputError
 from ._otlp_json import decode_json_document, loads, parse_json
 from ._otlp_json_typed import decode_typed
 from ._otlp_proto import decode_proto_request

@@ -18,8 +18,8 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ._errors import InputError
-from ._otlp_read import decode_json_request
 from ._otlp_proto import decode_proto_request
+from ._otlp_read import decode_json_request
 from ._spanrecord import SpanRecord
 
 _logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import hashlib
 import hmac
 import json
 import math
-from json.encoder import c_make_encoder, encode_basestring
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any, Callable
 
 import msgspec

@@ -119,15 +119,20 @@ def _request_of(*spans: Any) -> dict[str, Any]:
     return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
 
 
-@pytest.mark.parametrize(("field", "value"), SINGLE_CHANGES)
-def test_quick_and_careful_decoders_agree_on_each_edge_value(field: str, value: Any) -> None:
-    """Each field set to each edge value (or removed) decodes to the same records or the same error either way."""
+def changed_request(field: str, value: Any) -> dict[str, Any]:
+    """A request of two copies of SPAN with ``field`` set to ``value`` (removed for ``_DELETE``)."""
     span = copy.deepcopy(SPAN)
     if value is _DELETE:
         del span[field]
     else:
         span[field] = copy.deepcopy(value)
-    request = _request_of(span, copy.deepcopy(span))
+    return _request_of(span, copy.deepcopy(span))
+
+
+@pytest.mark.parametrize(("field", "value"), SINGLE_CHANGES)
+def test_quick_and_careful_decoders_agree_on_each_edge_value(field: str, value: Any) -> None:
+    """Each field set to each edge value (or removed) decodes to the same records or the same error either way."""
+    request = changed_request(field, value)
     assert _outcome(request, _quick_span) == _outcome(request, None)
 
 
@@ -141,24 +146,29 @@ def test_quick_and_careful_decoders_agree_on_snake_case_fields(camel: str, value
     assert _outcome(request, _quick_span) == _outcome(request, None)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_quick_and_careful_decoders_agree_on_mutated_spans(data: st.DataObject) -> None:
-    """A span with fields set, replaced or removed decodes to the same records or the same error either way."""
-    span = copy.deepcopy(SPAN)
+def mutate(data: st.DataObject, root: Any, span: dict[str, Any]) -> None:
+    """One to three changes: a span field set to an edge value, or any value under ``root`` replaced or removed."""
     for _ in range(data.draw(st.integers(1, 3))):
         if data.draw(st.booleans()):
             field = data.draw(st.sampled_from(FIELDS))
             span[field] = copy.deepcopy(data.draw(st.one_of(FIELD_VALUES[field], JSON)))
-        else:
-            path = data.draw(st.sampled_from(json_paths(span)[1:]))
-            parent = span
+        elif len(json_paths(root)) > 1:
+            path = data.draw(st.sampled_from(json_paths(root)[1:]))
+            parent = root
             for step in path[:-1]:
                 parent = parent[step]
             if data.draw(st.booleans()):
                 parent[path[-1]] = copy.deepcopy(data.draw(JSON))
             elif isinstance(parent, dict):
                 del parent[path[-1]]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_quick_and_careful_decoders_agree_on_mutated_spans(data: st.DataObject) -> None:
+    """A span with fields set, replaced or removed decodes to the same records or the same error either way."""
+    span = copy.deepcopy(SPAN)
+    mutate(data, span, span)
     # The same span twice: the second decode may come from the id caches the first one filled.
     request = _request_of(span, copy.deepcopy(span))
     assert _outcome(request, _quick_span) == _outcome(request, None)

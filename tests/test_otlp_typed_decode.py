@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from otel_loopguard._otlp_json import _Bad, _request
 from otel_loopguard._otlp_json_typed import decode_typed
 from otel_loopguard._otlp_read import decode_json_request, read_spans
-from tests.support.json_paths import json_paths
-from tests.test_otlp_quick_decode import _DELETE, FIELD_VALUES, FIELDS, JSON, SINGLE_CHANGES, SNAKE_ONLY, SPAN, _SNAKE
+from tests.test_otlp_quick_decode import _SNAKE, SINGLE_CHANGES, SNAKE_ONLY, SPAN, changed_request, mutate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 
@@ -73,12 +72,7 @@ def test_every_recorded_fixture_takes_the_typed_path() -> None:
 @pytest.mark.parametrize(("field", "value"), SINGLE_CHANGES)
 def test_typed_and_general_decoders_agree_on_each_edge_value(field: str, value: Any) -> None:
     """Each span field set to each edge value (or removed): the same records, or the general decoder's turn."""
-    span = copy.deepcopy(SPAN)
-    if value is _DELETE:
-        del span[field]
-    else:
-        span[field] = copy.deepcopy(value)
-    _agree(json.dumps(_request_of(span, copy.deepcopy(span))))
+    _agree(json.dumps(changed_request(field, value)))
 
 
 @pytest.mark.parametrize(("camel", "value"), SNAKE_ONLY)
@@ -96,19 +90,7 @@ def test_typed_and_general_decoders_agree_on_mutated_requests(data: st.DataObjec
     """Requests with fields set, replaced or removed at any depth: the same records, or the general decoder's turn."""
     span = copy.deepcopy(SPAN)
     request = _request_of(span, resource={"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]})
-    for _ in range(data.draw(st.integers(1, 3))):
-        if data.draw(st.booleans()):
-            field = data.draw(st.sampled_from(FIELDS))
-            span[field] = copy.deepcopy(data.draw(st.one_of(FIELD_VALUES[field], JSON)))
-        elif len(json_paths(request)) > 1:
-            path = data.draw(st.sampled_from(json_paths(request)[1:]))
-            parent = request
-            for step in path[:-1]:
-                parent = parent[step]
-            if data.draw(st.booleans()):
-                parent[path[-1]] = copy.deepcopy(data.draw(JSON))
-            elif isinstance(parent, dict):
-                del parent[path[-1]]
+    mutate(data, request, span)
     _agree(json.dumps(request))
 
 
@@ -141,7 +123,8 @@ def test_json_text_edges(value: str, typed: bool) -> None:
     """Texts a dict cannot express (duplicate keys, escapes, NaN, huge numbers) agree or go to the general decoder."""
     span = copy.deepcopy(SPAN)
     span["attributes"] = []
-    text = json.dumps(_request_of(span)).replace('"attributes": []', '"attributes": [{"key": "k", "value": ' + value + "}]")
+    attributes = '"attributes": [{"key": "k", "value": ' + value + "}]"
+    text = json.dumps(_request_of(span)).replace('"attributes": []', attributes)
     assert _agree(text) is typed
 
 
