@@ -26,9 +26,11 @@ pytestmark = pytest.mark.e2e
 TRACES = 60  # 6 identical calls each: a nudge and a stop per trace, 120 verdict events
 ARRIVAL = 20.0  # rotel retries every 100-500 ms, the SDK exporter backs off 1 s, 2 s, 4 s ...
 # Per tool span on the agent's thread: an outage may cost at most this factor over the healthy median CPU
-# (plus 50 us of scheduler noise), and no single span may take long enough to have waited on an export.
+# (plus 50 us of scheduler noise), and no single span may take long enough to have waited on an export: a blocked
+# export waits out the SDK's retry backoff (1 s first), so 1 s tells a wait from the scheduler pauses a loaded
+# 2-core CI machine shows now and then (one span once took 274 ms there).
 CPU_FACTOR = 1.5
-BLOCKED = 0.25
+BLOCKED = 1.0
 
 
 def _check_not_slowed(healthy: Timings, outage: Timings) -> None:
