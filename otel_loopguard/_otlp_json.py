@@ -425,17 +425,10 @@ def _event(event: Any, index: int) -> tuple[str, int, dict[str, Any]]:
         raise exc.under(f"events[{index}]") from None
 
 
-_TRACE_IDS: dict[str, int] = {}
-_PARENT_IDS: dict[str, int] = {}
-# The spans of a trace share its id and siblings share a parent, so converting
-# each distinct id once saves most of the hex work; the caches are cleared
-# when full (a miss only costs the conversion).
-_ID_CACHE_ENTRIES = 4096
-_new_record = tuple.__new__
 
 
-def hex_id(value: Any, digits: int, cache: dict[str, int] | None = None) -> int | None:
-    """The number a hex id string of exactly ``digits`` digits spells, else None; remembered in ``cache``."""
+def hex_id(value: Any, digits: int) -> int | None:
+    """The number a hex id string of exactly ``digits`` digits spells, else None."""
     if value.__class__ is not str or len(value) != digits:
         return None
     try:
@@ -445,123 +438,11 @@ def hex_id(value: Any, digits: int, cache: dict[str, int] | None = None) -> int 
     # fromhex skips embedded whitespace, which then shows up as a short result.
     if len(raw) * 2 != digits:
         return None
-    number = _from_bytes(raw, "big")
-    if cache is not None:
-        if len(cache) >= _ID_CACHE_ENTRIES:
-            cache.clear()
-        cache[value] = number
-    return number
+    return _from_bytes(raw, "big")
 
 
-def span_ids(trace_hex: Any, span_hex: Any, parent_hex: Any) -> tuple[int, int, int | None] | None:
-    """The trace, span and parent ids of a span in the usual spelling (hex strings, no parent: empty), else None.
-
-    The spans of a trace share its id and siblings share a parent, so those two are remembered.
-
-    Raises:
-        TypeError: an id is an unhashable value (not the usual spelling either).
-    """
-    trace_id = _TRACE_IDS.get(trace_hex)
-    if trace_id is None:
-        trace_id = hex_id(trace_hex, 32, _TRACE_IDS)
-        if trace_id is None:
-            return None
-    span_id = hex_id(span_hex, 16)
-    if span_id is None:
-        return None
-    parent_id = None
-    if parent_hex:
-        parent_id = _PARENT_IDS.get(parent_hex)
-        if parent_id is None:
-            parent_id = hex_id(parent_hex, 16, _PARENT_IDS)
-            if parent_id is None:
-                return None
-    return trace_id, span_id, parent_id
-
-
-def quick_events(raw: Any) -> tuple[tuple[str, int, dict[str, Any]], ...] | None:
-    """A span's decoded ``events`` in the common shape (a list; nothing for a falsy value), else None."""
-    if not raw:
-        return ()
-    if raw.__class__ is not list:
-        return None
-    try:
-        return tuple(_event(event, index) for index, event in enumerate(raw))
-    except _Bad:
-        return None
-
-
-def _quick_span(span: Any, resource: dict[str, Any]) -> SpanRecord | None:
-    """:func:`_span` for a span in the common shape, or None to leave it to :func:`_span`.
-
-    Accepts only what :func:`_span` accepts and decodes it to the same record;
-    anything unusual (snake_case names, numbers for times, malformed values)
-    returns None, so the careful decoder builds the record or the error.
-    """
-    if span.__class__ is not dict:
-        return None
-    get = span.get
-    parent = get("parentSpanId")
-    if parent is None and "parent_span_id" in span:
-        return None
-    # A lookup with an unhashable value raises TypeError, which only means "not the common shape".
-    try:
-        ids = span_ids(get("traceId"), get("spanId"), parent)
-    except TypeError:
-        return None
-    if ids is None:
-        return None
-    trace_id, span_id, parent_id = ids
-    name = get("name")
-    if name.__class__ is not str:
-        if name is not None:
-            return None
-        name = ""
-    # Under 20 digits a uint64 cannot overflow.
-    value = get("startTimeUnixNano")
-    if value.__class__ is not str or len(value) >= 20 or not value.isdigit() or not value.isascii():
-        return None
-    start = int(value)
-    value = get("endTimeUnixNano")
-    if value.__class__ is not str or len(value) >= 20 or not value.isdigit() or not value.isascii():
-        return None
-    end = int(value)
-    kvs = get("attributes")
-    if kvs.__class__ is not list:
-        if kvs is not None:
-            return None
-        attrs: dict[str, Any] = {}
-    else:
-        try:
-            attrs = attributes(kvs)
-        except _Bad:
-            return None
-    error = False
-    message = ""
-    status = get("status")
-    if status is not None:
-        if status.__class__ is not dict:
-            return None
-        code = status.get("code")
-        if code is not None:
-            # bool is not int here: True is no status code.
-            if code.__class__ is not int or not 0 <= code <= 2:
-                return None
-            error = code == STATUS_ERROR
-        message = status.get("message")
-        if message.__class__ is not str:
-            if message is not None:
-                return None
-            message = ""
-    events = quick_events(get("events"))
-    if events is None:
-        return None
-    return _new_record(SpanRecord, (trace_id, span_id, parent_id, name, start, end, attrs, resource, error, message,
-                                    events))
-
-
-def _request(obj: Any, quick: Any = _quick_span) -> list[SpanRecord]:
-    """Decode a request; ``quick=None`` uses only the careful span decoder (for tests comparing the two)."""
+def _request(obj: Any) -> list[SpanRecord]:
+    """Decode a parsed request, span by span."""
     if obj.__class__ is not dict:
         raise _Bad(f"expected an ExportTraceServiceRequest object, got {kind_of(obj)}")
     out: list[SpanRecord] = []
@@ -594,8 +475,7 @@ def _request(obj: Any, quick: Any = _quick_span) -> list[SpanRecord]:
                     k = 0
                     try:
                         for k, span in enumerate(spans):
-                            record = quick(span, resource) if quick is not None else None
-                            append(record if record is not None else _span(span, resource))
+                            append(_span(span, resource))
                     except _Bad as exc:
                         raise exc.under(f"spans[{k}]") from None
             except _Bad as exc:

@@ -217,6 +217,10 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
         if whole_document:
             rest = b"".join(line for _, line in pending) + b"".join(lines)
             document = b"\n" * (number - 1) + first + rest
+            spans = _without_gc(decode_typed, document)
+            if spans is not None:
+                yield from spans
+                return
             try:
                 obj = _without_gc(parse_json, document, source=path, location=None)
             except InputError as exc:

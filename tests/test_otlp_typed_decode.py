@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from otel_loopguard._otlp_json import _Bad, _request
 from otel_loopguard._otlp_json_typed import decode_typed
 from otel_loopguard._otlp_read import decode_json_request, read_spans
-from tests.test_otlp_quick_decode import _SNAKE, SINGLE_CHANGES, SNAKE_ONLY, SPAN, changed_request, mutate
+from tests.support.otlp_edges import SINGLE_CHANGES, SNAKE, SNAKE_ONLY, SPAN, changed_request, mutate, request_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 
@@ -36,13 +36,6 @@ def _agree(text: str | bytes) -> bool:
     return True
 
 
-def _request_of(*spans: Any, resource: Any = None) -> dict[str, Any]:
-    rs: dict[str, Any] = {"scopeSpans": [{"spans": list(spans)}]}
-    if resource is not None:
-        rs["resource"] = resource
-    return {"resourceSpans": [rs]}
-
-
 def test_the_common_shape_takes_the_typed_path() -> None:
     """A well-formed span with string, int, bool, double, array and kvlist values and an event is decoded here."""
     span = copy.deepcopy(SPAN)
@@ -52,7 +45,7 @@ def test_the_common_shape_takes_the_typed_path() -> None:
         {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": False}}]}}},
         {"key": "raw", "value": {"bytesValue": "AAEC"}}, {"key": "empty", "value": {}}, {"key": "none"},
     ]
-    request = _request_of(span, copy.deepcopy(span), resource={"attributes": [
+    request = request_of(span, copy.deepcopy(span), resource={"attributes": [
         {"key": "service.name", "value": {"stringValue": "svc"}}]})
     assert _agree(json.dumps(request))
     (record, _) = decode_typed(json.dumps(request).encode())  # type: ignore[misc]
@@ -80,8 +73,8 @@ def test_snake_case_fields_are_left_to_the_general_decoder(camel: str, value: An
     """A snake_case field name is never read by the typed path (the general decoder knows their precedence)."""
     span = copy.deepcopy(SPAN)
     del span[camel]
-    span[_SNAKE[camel]] = copy.deepcopy(value)
-    assert decode_typed(json.dumps(_request_of(span))) is None
+    span[SNAKE[camel]] = copy.deepcopy(value)
+    assert decode_typed(json.dumps(request_of(span))) is None
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,7 +82,7 @@ def test_snake_case_fields_are_left_to_the_general_decoder(camel: str, value: An
 def test_typed_and_general_decoders_agree_on_mutated_requests(data: st.DataObject) -> None:
     """Requests with fields set, replaced or removed at any depth: the same records, or the general decoder's turn."""
     span = copy.deepcopy(SPAN)
-    request = _request_of(span, resource={"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]})
+    request = request_of(span, resource={"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]})
     mutate(data, request, span)
     _agree(json.dumps(request))
 
@@ -124,7 +117,7 @@ def test_json_text_edges(value: str, typed: bool) -> None:
     span = copy.deepcopy(SPAN)
     span["attributes"] = []
     attributes = '"attributes": [{"key": "k", "value": ' + value + "}]"
-    text = json.dumps(_request_of(span)).replace('"attributes": []', attributes)
+    text = json.dumps(request_of(span)).replace('"attributes": []', attributes)
     assert _agree(text) is typed
 
 
@@ -144,12 +137,24 @@ def test_a_huge_number_in_an_ignored_field_is_skipped() -> None:
     assert decode_typed(text) == []
 
 
+def test_id_caches_never_answer_for_an_invalid_or_differently_sized_id() -> None:
+    """A parent id remembered from one span is still refused as another span's trace id; upper case decodes alike."""
+    first = copy.deepcopy(SPAN)
+    second = copy.deepcopy(SPAN)
+    second["traceId"] = first["parentSpanId"]
+    assert decode_typed(json.dumps(request_of(first, second))) is None
+    upper = copy.deepcopy(SPAN)
+    upper["traceId"] = upper["traceId"].upper()
+    spans = decode_typed(json.dumps(request_of(first, upper)))
+    assert spans is not None and spans[0].trace_id == spans[1].trace_id == 0x0AF7651916CD43DD8448EB211C80319C
+
+
 def test_the_readers_take_the_typed_path_and_fall_back(tmp_path: Path) -> None:
     """read_spans and decode_json_request give the general decoder's records and errors for any line."""
-    good = json.dumps(_request_of(copy.deepcopy(SPAN)))
+    good = json.dumps(request_of(copy.deepcopy(SPAN)))
     odd_span = copy.deepcopy(SPAN)
     odd_span["trace_id"] = odd_span.pop("traceId")
-    odd = json.dumps(_request_of(odd_span))
+    odd = json.dumps(request_of(odd_span))
     bad = good.replace('"b7ad6b7169203331"', '"nothex"')
     path = tmp_path / "spans.jsonl"
     path.write_text("\n".join([good, odd, bad, good]) + "\n")

@@ -1,16 +1,17 @@
 """Micro-benchmark: OTLP/JSON decoding cost on top of ``json.loads``, and protobuf decoding.
 
 Run: ``.venv/bin/python tests/benchmarks/otlp_decode.py [spans]``. Builds realistic GenAI tool spans with a real
-TracerProvider (about 10 attributes, one a 200-byte JSON argument string), writes them as OTLP/JSON Lines (one request of
-100 spans per line, like the Collector's file exporter), then times, interleaved over several rounds:
+TracerProvider (about 10 attributes, one a 200-byte JSON argument string), writes them as OTLP/JSON Lines (one
+request of 100 spans per line, like the Collector's file exporter), then times, interleaved over several rounds:
 
 * ``loads``: ``json.loads`` of every line;
-* ``loads+decode``: ``json.loads`` then ``decode_json_request`` of every line;
+* ``decode``: ``decode_json_request`` of every line's bytes (what ``serve`` does with a JSON request: the typed
+  msgspec path, or parsing and the general decoder for requests outside the common shape);
 * ``proto``: ``decode_proto_request`` of the same spans serialised as protobuf;
 * ``file``: reading the JSON Lines file and ``json.loads`` of each line, against ``read_spans`` of the same file.
 
-The ratio printed is ``loads / (loads+decode)``; the audit target is >= 0.5 for the whole audit, so decoding alone
-must stay well above that.
+The ratio printed is ``loads / decode``: above 1 when parsing and decoding to records costs less than ``json.loads``
+alone; the audit target is >= 0.5 for the whole audit, so decoding must stay well above that.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_loopguard._otlp_json import decode_json_request
 from otel_loopguard._otlp_proto import decode_proto_request
-from otel_loopguard._otlp_read import read_spans
+from otel_loopguard._otlp_read import decode_json_request, read_spans
 from otel_loopguard._otlp_write import spans_to_otlp_dict
 
 PER_LINE = 100
@@ -82,7 +82,7 @@ def main(count: int = 200_000, rounds: int = 5) -> None:
     with os.fdopen(handle, "wb") as fh:
         fh.write(b"\n".join(lines) + b"\n")
     try:
-        times: dict[str, list[float]] = {"loads": [], "both": [], "proto": [], "file_loads": [], "file_read": []}
+        times: dict[str, list[float]] = {"loads": [], "decode": [], "proto": [], "file_loads": [], "file_read": []}
         for _ in range(rounds):
             t0 = time.perf_counter()
             for line in lines:
@@ -90,7 +90,7 @@ def main(count: int = 200_000, rounds: int = 5) -> None:
             t1 = time.perf_counter()
             decoded = 0
             for line in lines:
-                decoded += len(decode_json_request(json.loads(line)))
+                decoded += len(decode_json_request(line))
             t2 = time.perf_counter()
             for blob in blobs:
                 decode_proto_request(blob)
@@ -109,10 +109,10 @@ def main(count: int = 200_000, rounds: int = 5) -> None:
     loads, both, proto, file_loads, file_read = (statistics.median(t) for t in times.values())
     per = 1e6 / total
     print(f"json.loads          {loads * per:6.2f} us/span")
-    print(f"loads + decode      {both * per:6.2f} us/span  (decode alone {(both - loads) * per:.2f} us/span)")
+    print(f"decode (from bytes) {both * per:6.2f} us/span")
     print(f"protobuf decode     {proto * per:6.2f} us/span")
     print(f"file: lines+loads   {file_loads * per:6.2f} us/span,  read_spans {file_read * per:6.2f} us/span")
-    print(f"ratio loads/(loads+decode) = {loads / both:.2f};  file ratio = {file_loads / file_read:.2f}")
+    print(f"ratio loads/decode = {loads / both:.2f};  file ratio = {file_loads / file_read:.2f}")
 
 if __name__ == "__main__":
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 200_000)

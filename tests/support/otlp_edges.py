@@ -1,19 +1,12 @@
-"""The quick OTLP/JSON span decoder gives exactly the careful decoder's records and errors, and restores the collector."""
+"""A well-formed OTLP/JSON span and the edge values of each of its fields, for the decoders' differential tests."""
 
 from __future__ import annotations
 
 import copy
-import gc
-import json
-from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._otlp_json import _Bad, _quick_span, _request
-from otel_loopguard._otlp_read import read_spans
 from tests.support.json_paths import json_paths
 
 SPAN: dict[str, Any] = {
@@ -52,7 +45,7 @@ EDGE = st.sampled_from([
 JSON = st.recursive(EDGE, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.sampled_from(["key", "value", "stringValue", "intValue", "code", "message", "name"]), inner, max_size=3),
     max_leaves=8)
-_DELETE = object()
+DELETE = object()
 SPAN_ATTRIBUTES = SPAN["attributes"]
 _IDS = ["0af7651916cd43dd8448eb211c80319c", "0AF7651916CD43DD8448EB211C80319C", "0af7651916cd43dd8448eb211c80319",
         "0af7651916cd43dd 8448eb211c80319c", "0x0f7651916cd43dd8448eb211c80319c", "b7ad6b7169203331",
@@ -81,12 +74,12 @@ SINGLE_CHANGES: list[tuple[str, Any]] = (
     + [("status", {"code": code}) for code in _CODES] + [("status", {"message": m}) for m in _MESSAGES]
     + [("status", value) for value in [None, {}, [], "ERROR", 0]]
     + [("events", [event]) for event in _EVENTS] + [("events", value) for value in [None, [], {}, "e", 0]]
-    + [(field, _DELETE) for field in SPAN]
+    + [(field, DELETE) for field in SPAN]
 )
-_SNAKE = {"traceId": "trace_id", "spanId": "span_id", "parentSpanId": "parent_span_id",
+SNAKE = {"traceId": "trace_id", "spanId": "span_id", "parentSpanId": "parent_span_id",
           "startTimeUnixNano": "start_time_unix_nano", "endTimeUnixNano": "end_time_unix_nano"}
 # A field only in its snake_case spelling, with each edge value.
-SNAKE_ONLY: list[tuple[str, Any]] = [(camel, value) for camel in _SNAKE
+SNAKE_ONLY: list[tuple[str, Any]] = [(camel, value) for camel in SNAKE
                                      for value in (_IDS if camel.endswith("Id") else _TIMES)]
 # Per field, the values on the edges of the quick path's checks for it.
 FIELD_VALUES: dict[str, Any] = {
@@ -107,43 +100,22 @@ FIELD_VALUES: dict[str, Any] = {
 FIELDS = sorted(FIELD_VALUES)
 
 
-def _outcome(request: Any, quick: Any) -> tuple[Any, ...]:
-    try:
-        # repr: NaN attribute values are unequal to themselves but print alike.
-        return ("records", repr(_request(request, quick)))
-    except _Bad as exc:
-        return ("error", exc.message, exc.location)
-
-
-def _request_of(*spans: Any) -> dict[str, Any]:
-    return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
+def request_of(*spans: Any, resource: Any = None) -> dict[str, Any]:
+    """An ExportTraceServiceRequest of ``spans`` in one scope (under ``resource`` when given)."""
+    resource_spans: dict[str, Any] = {"scopeSpans": [{"spans": list(spans)}]}
+    if resource is not None:
+        resource_spans["resource"] = resource
+    return {"resourceSpans": [resource_spans]}
 
 
 def changed_request(field: str, value: Any) -> dict[str, Any]:
-    """A request of two copies of SPAN with ``field`` set to ``value`` (removed for ``_DELETE``)."""
+    """A request of two copies of SPAN with ``field`` set to ``value`` (removed for ``DELETE``)."""
     span = copy.deepcopy(SPAN)
-    if value is _DELETE:
+    if value is DELETE:
         del span[field]
     else:
         span[field] = copy.deepcopy(value)
-    return _request_of(span, copy.deepcopy(span))
-
-
-@pytest.mark.parametrize(("field", "value"), SINGLE_CHANGES)
-def test_quick_and_careful_decoders_agree_on_each_edge_value(field: str, value: Any) -> None:
-    """Each field set to each edge value (or removed) decodes to the same records or the same error either way."""
-    request = changed_request(field, value)
-    assert _outcome(request, _quick_span) == _outcome(request, None)
-
-
-@pytest.mark.parametrize(("camel", "value"), SNAKE_ONLY)
-def test_quick_and_careful_decoders_agree_on_snake_case_fields(camel: str, value: Any) -> None:
-    """A field given only as snake_case, with each edge value, decodes to the same records or error either way."""
-    span = copy.deepcopy(SPAN)
-    del span[camel]
-    span[_SNAKE[camel]] = copy.deepcopy(value)
-    request = _request_of(span, copy.deepcopy(span))
-    assert _outcome(request, _quick_span) == _outcome(request, None)
+    return request_of(span, copy.deepcopy(span))
 
 
 def mutate(data: st.DataObject, root: Any, span: dict[str, Any]) -> None:
@@ -161,96 +133,3 @@ def mutate(data: st.DataObject, root: Any, span: dict[str, Any]) -> None:
                 parent[path[-1]] = copy.deepcopy(data.draw(JSON))
             elif isinstance(parent, dict):
                 del parent[path[-1]]
-
-
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_quick_and_careful_decoders_agree_on_mutated_spans(data: st.DataObject) -> None:
-    """A span with fields set, replaced or removed decodes to the same records or the same error either way."""
-    span = copy.deepcopy(SPAN)
-    mutate(data, span, span)
-    # The same span twice: the second decode may come from the id caches the first one filled.
-    request = _request_of(span, copy.deepcopy(span))
-    assert _outcome(request, _quick_span) == _outcome(request, None)
-
-
-def test_quick_decoder_takes_the_common_shape() -> None:
-    """The well-formed span of the benchmark shape is decoded by the quick path itself, not left to the careful one."""
-    record = _quick_span(copy.deepcopy(SPAN), {"service.name": "s"})
-    assert record is not None
-    assert record.trace_id == 0x0AF7651916CD43DD8448EB211C80319C and record.parent_span_id == 0x00F067AA0BA902B7
-    assert record.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": '{"q": 1}',
-                                 "n": 12, "b": True}
-    assert record.status_error is True and record.events == (("exception", 1767225600200000000,
-                                                               {"exception.type": "E"}),)
-
-
-def test_id_caches_never_answer_for_an_invalid_or_differently_sized_id() -> None:
-    """An id cached as a valid parent span id is still refused as a trace id, and upper-case ids decode alike."""
-    first = copy.deepcopy(SPAN)
-    second = copy.deepcopy(SPAN)
-    second["traceId"] = first["parentSpanId"]
-    assert _outcome(_request_of(first, second), _quick_span) == (
-        "error", "expected 32 hex digits, got '00f067aa0ba902b7'", "resourceSpans[0].scopeSpans[0].spans[1].traceId")
-    upper = copy.deepcopy(SPAN)
-    upper["traceId"] = upper["traceId"].upper()
-    (a, b) = _request(_request_of(first, upper))
-    assert a.trace_id == b.trace_id
-
-
-def test_reading_a_file_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
-    """read_spans pauses the cyclic collector per line but leaves it enabled, or disabled, as the caller had it."""
-    path = tmp_path / "spans.jsonl"
-    path.write_text(json.dumps(_request_of(SPAN)) + "\n" + "{not json\n" + json.dumps(_request_of(SPAN)) + "\n")
-    errors: list[Any] = []
-    assert gc.isenabled()
-    assert len(list(read_spans(str(path), on_error=errors.append))) == 2 and len(errors) == 1
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        assert len(list(read_spans(str(path), on_error=errors.append))) == 2
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
-def _sniff_steps_reference(path: str) -> bool:
-    """The steps-file sniffing before it stopped reading JSON Lines files whole."""
-    from otel_loopguard._steps import is_steps_document
-
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        if head[:2] == b"\x1f\x8b":
-            return False
-        fh.seek(0)
-        text = fh.read()
-    stripped = text.lstrip()
-    if stripped[:1] == b"[":
-        return True
-    if stripped[:1] != b"{":
-        return False
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return is_steps_document(doc)
-
-
-_PIECES = [b"", b" ", b"\n", b"\r\n", b"\t", b"\x0b", b"\x0c", b"{", b"}", b"[", b"]", b'{"steps": []}',
-           b'{"steps": [], "resourceSpans": []}', b'{"resourceSpans": []}', b'{"a":\n1}', b"[1]", b"x", b"\x1f\x8b",
-           b"\xef\xbb\xbf", b'{"steps": [{"tool": "t"}]}', b"null", b'"s"', b"\x00", b'{"a": 1} {"b": 2}']
-
-
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(_PIECES), max_size=8))
-@example([b"\x0b", b"\n", b'{"steps": []}'])
-@example([b'{"steps": []}', b"\n", b"\x0c"])
-@example([b"\n", b'{"steps": []}', b"\r\n", b'{"steps": []}'])
-@example([b'{"a":\n1}'])
-def test_steps_sniffing_agrees_with_reading_the_whole_file(tmp_path: Path, pieces: list[bytes]) -> None:
-    """Telling steps files from OTLP by the first line decides exactly as parsing the whole file did."""
-    from otel_loopguard._audit_cmd import _sniff_steps
-
-    path = tmp_path / "input.json"
-    path.write_bytes(b"".join(pieces))
-    assert _sniff_steps(str(path)) == _sniff_steps_reference(str(path))
