@@ -187,52 +187,39 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
         if number == 1 and first.startswith(_BOM):
             first = first[len(_BOM) :]
         pending: list[tuple[int, bytes]] = []
-        whole_document = False
-        parsed: Any = _UNPARSED
         spans = _without_gc(decode_typed, first)
         if spans is not None:
             # A whole request on the first line: JSON Lines (or a one-line document).
             yield from spans
-            for line in lines:
-                number += 1
-                if line.strip():
-                    yield from _json_line(line, number, path, report)
-            return
-        try:
-            text = first.decode("utf-8")
-            parsed = _without_gc(loads, text)
-        except json.JSONDecodeError as exc:
-            # An error at the very end of the first line means the line is the
-            # beginning of a multi-line document, unless the next line stands
-            # on its own (JSON Lines whose first line was cut short).
-            if exc.pos >= len(text.rstrip()):
-                whole_document = True
-                for line in lines:
-                    pending.append((number + len(pending) + 1, line))
-                    if line.strip():
-                        whole_document = not _is_json_container(line)
-                        break
-        except (ValueError, RecursionError):
-            pass
-        if whole_document:
-            rest = b"".join(line for _, line in pending) + b"".join(lines)
-            document = b"\n" * (number - 1) + first + rest
-            spans = _without_gc(decode_typed, document)
-            if spans is not None:
-                yield from spans
-                return
-            try:
-                obj = _without_gc(parse_json, document, source=path, location=None)
-            except InputError as exc:
-                report(exc)
-                return
-            yield from _without_gc(_decode_root, obj, path, None, report)
-            return
-        if parsed is not _UNPARSED:
-            # The first line parsed on its own: decode that object rather than parse the line again.
-            yield from _without_gc(_decode_root, parsed, path, f"line {number}", report)
         else:
-            pending.insert(0, (number, first))
+            whole_document = False
+            parsed: Any = _UNPARSED
+            try:
+                text = first.decode("utf-8")
+                parsed = _without_gc(loads, text)
+            except json.JSONDecodeError as exc:
+                # An error at the very end of the first line means the line is the
+                # beginning of a multi-line document, unless the next line stands
+                # on its own (JSON Lines whose first line was cut short).
+                if exc.pos >= len(text.rstrip()):
+                    whole_document = True
+                    for line in lines:
+                        pending.append((number + len(pending) + 1, line))
+                        if line.strip():
+                            whole_document = not _is_json_container(line)
+                            break
+            except (ValueError, RecursionError):
+                pass
+            if whole_document:
+                rest = b"".join(line for _, line in pending) + b"".join(lines)
+                document = b"\n" * (number - 1) + first + rest
+                yield from _without_gc(_document_spans, document, path, report)
+                return
+            if parsed is not _UNPARSED:
+                # The first line parsed on its own: decode that object rather than parse the line again.
+                yield from _without_gc(_decode_root, parsed, path, f"line {number}", report)
+            else:
+                pending.insert(0, (number, first))
         for number, line in pending:
             if line.strip():
                 yield from _json_line(line, number, path, report)
@@ -242,6 +229,19 @@ def _json_file(stream: IO[bytes], path: str, report: Callable[[InputError], None
                 yield from _json_line(line, number, path, report)
     except _ReadFailed as failed:
         report(_read_error(failed.__cause__ or failed, path, f"line {number + 1}"))
+
+
+def _document_spans(document: bytes, path: str, report: Callable[[InputError], None]) -> list[SpanRecord]:
+    """The spans of a whole (multi-line) document; its errors are reported and give no spans."""
+    spans = decode_typed(document)
+    if spans is not None:
+        return spans
+    try:
+        obj = parse_json(document, source=path, location=None)
+    except InputError as exc:
+        report(exc)
+        return []
+    return _decode_root(obj, path, None, report)
 
 
 def _is_json_container(line: bytes) -> bool:
