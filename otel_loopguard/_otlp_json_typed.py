@@ -116,56 +116,35 @@ def _load(raw: Raw) -> Any:
         raise _Fallback from None
 
 
+# The spans of a trace share its id and siblings share a parent, so each distinct id is converted once; the
+# caches are cleared when full (a miss only costs the conversion).
 _TRACE_IDS: dict[str, int] = {}
 _PARENT_IDS: dict[str, int] = {}
-# The spans of a trace share its id and siblings share a parent, so converting
-# each distinct id once saves most of the hex work; the caches are cleared
-# when full (a miss only costs the conversion).
 _ID_CACHE_ENTRIES = 4096
 
 
-def _span_ids(trace_hex: Any, span_hex: Any, parent_hex: Any) -> tuple[int, int, int | None] | None:
-    """The trace, span and parent ids of a span in the usual spelling (hex strings, no parent: empty), else None.
-
-    The spans of a trace share its id and siblings share a parent, so those two are remembered.
-
-    """
-    trace_id = _TRACE_IDS.get(trace_hex)
-    if trace_id is None:
-        trace_id = _remember(_TRACE_IDS, trace_hex, hex_id(trace_hex, 32))
-        if trace_id is None:
-            return None
-    span_id = hex_id(span_hex, 16)
-    if span_id is None:
-        return None
-    parent_id = None
-    if parent_hex:
-        parent_id = _PARENT_IDS.get(parent_hex)
-        if parent_id is None:
-            parent_id = _remember(_PARENT_IDS, parent_hex, hex_id(parent_hex, 16))
-            if parent_id is None:
-                return None
-    return trace_id, span_id, parent_id
-
-
-def _events(raw: Any) -> tuple[tuple[str, int, dict[str, Any]], ...] | None:
-    """A span's decoded ``events`` in the common shape (a list; nothing for a falsy value), else None."""
-    if not raw:
-        return ()
-    if raw.__class__ is not list:
-        return None
-    try:
-        return tuple(_event(event, index) for index, event in enumerate(raw))
-    except _Bad:
-        return None
-
-
-def _remember(cache: dict[str, int], text: str, number: int | None) -> int | None:
-    if number is not None:
+def _cached_id(cache: dict[str, int], text: str, digits: int) -> int:
+    number = cache.get(text)
+    if number is None:
+        number = hex_id(text, digits)
+        if number is None:
+            raise _Fallback
         if len(cache) >= _ID_CACHE_ENTRIES:
             cache.clear()
         cache[text] = number
     return number
+
+
+def _events(raw: Any) -> tuple[tuple[str, int, dict[str, Any]], ...]:
+    """A span's decoded ``events``: a list, or a falsy value for none."""
+    if not raw:
+        return ()
+    if raw.__class__ is not list:
+        raise _Fallback
+    try:
+        return tuple(_event(event, index) for index, event in enumerate(raw))
+    except _Bad:
+        raise _Fallback from None
 
 
 def decode_typed(data: bytes | str) -> list[SpanRecord] | None:
@@ -210,10 +189,12 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
     if (span.trace_id is not UNSET or span.span_id is not UNSET or span.parent_span_id is not UNSET
             or span.start_time_unix_nano is not UNSET or span.end_time_unix_nano is not UNSET):
         raise _Fallback
-    ids = _span_ids(span.traceId, span.spanId, span.parentSpanId)
-    if ids is None:
+    trace_id = _cached_id(_TRACE_IDS, span.traceId, 32)  # type: ignore[arg-type]
+    span_id = hex_id(span.spanId, 16)
+    if span_id is None:
         raise _Fallback
-    trace_id, span_id, parent_id = ids
+    parent = span.parentSpanId
+    parent_id = _cached_id(_PARENT_IDS, parent, 16) if parent else None  # "" or null: a root
     # Under 20 digits a uint64 cannot overflow.
     value = span.startTimeUnixNano
     if value is UNSET or len(value) >= 20 or not value.isdigit() or not value.isascii():
@@ -238,8 +219,6 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
         if status.message is not None:
             message = status.message
     events = _events(_load(span.events)) if span.events is not UNSET else ()
-    if events is None:
-        raise _Fallback
     name = span.name
     return _new_record(SpanRecord, (trace_id, span_id, parent_id, "" if name is None else name,
                                     start, end, attrs, resource, error, message, events))
