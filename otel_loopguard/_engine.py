@@ -41,10 +41,9 @@ from ._signature import (
     NUDGE_MARKER,
     UNKNOWN,
     ActionSignature,
-    Canonicalizer,
+    argument_fingerprint,
     keyed_digest,
     make_normalizer,
-    objects_differ,
 )
 
 # Kept per trace so a flapping trace cannot grow without bound.
@@ -79,12 +78,12 @@ class _Entry:
     """One call in a trace's window (a slotted class: this is the hot path).
 
     The signature and the evidence are computed lazily: ``raw`` holds short string arguments until ``canon`` is
-    needed (two calls of one tool compared and not told apart by ``parsed``, the decoded object of ``raw``),
-    ``res`` holds a short result until its digest is needed (two calls with one signature compared). Raw and
-    parsed forms are dropped once the canonical form is built, and are bounded by ``LAZY_MAX_CHARS``.
+    needed (two calls of one tool compared and not told apart by ``shape``, the fingerprint of ``raw``), ``res``
+    holds a short result until its digest is needed (two calls with one signature compared). Either raw or reduced
+    form is kept, never both (the fingerprint is one int), so memory stays bounded.
     """
 
-    __slots__ = ("index", "tool", "info", "raw", "parsed", "canon", "res", "evidence", "incomplete", "start", "end")
+    __slots__ = ("index", "tool", "info", "raw", "shape", "canon", "res", "evidence", "incomplete", "start", "end")
 
     def __init__(self, index: int, tool: str, info: _Tool, raw: str | None, canon: str | None, res: Any,
                  evidence: str | None, incomplete: bool, start: float | None, end: float | None) -> None:
@@ -92,8 +91,8 @@ class _Entry:
         self.tool = tool
         self.info = info
         self.raw = raw
-        # None: not decoded yet; False: not a JSON object (only canonical texts can compare it).
-        self.parsed: dict[str, Any] | bool | None = None
+        # None: not computed yet; False: none (not a JSON object: only canonical texts can compare it).
+        self.shape: int | bool | None = None
         self.canon = canon
         self.res = res
         self.evidence = evidence
@@ -193,23 +192,25 @@ class LoopEngine:
             canon = entry.canon
             if canon is None:
                 canon = entry.canon = canonical(entry.raw, entry.info.ignore)
-                entry.raw = entry.parsed = None
+                entry.raw = None
             return canon
 
-        parse_object = Canonicalizer.parse_object
+        def shape_of(entry: _Entry) -> int | bool:
+            shape = entry.shape
+            if shape is None:
+                shape = entry.shape = argument_fingerprint(entry.raw, entry.info.dropped)  # type: ignore[arg-type]
+                if shape is None:
+                    shape = entry.shape = False
+            return shape
 
         def differ(a: _Entry, b: _Entry) -> bool:
-            # Sure to have different signatures, told from the decoded objects without canonical texts. Two
-            # calls of one tool usually differ in a plain top-level argument (a query, an id, a page number).
-            pa = a.parsed
-            if pa is None:
-                pa = a.parsed = parse_object(a.raw) or False  # type: ignore[arg-type]
-            if pa is False:
+            # Surely different signatures, told without canonical texts: two calls of one tool usually differ in a
+            # plain top-level argument (a query, an id, a page number), which their fingerprints see.
+            sa = shape_of(a)
+            if sa is False:
                 return False
-            pb = b.parsed
-            if pb is None:
-                pb = b.parsed = parse_object(b.raw) or False  # type: ignore[arg-type]
-            return pb is not False and objects_differ(pa, pb, a.info.dropped)  # type: ignore[arg-type]
+            sb = shape_of(b)
+            return sb is not False and sa != sb
 
         result_evidence = self.normalizer.result_evidence
 

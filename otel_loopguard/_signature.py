@@ -149,19 +149,6 @@ class Canonicalizer:
             drops = self._drops[ignore]
         return drops
 
-    @staticmethod
-    def parse_object(text: str) -> dict[str, Any] | None:
-        """The JSON object ``text`` holds, decoded as for its canonical form (floats folded), else None.
-
-        None when the text is not a JSON object or msgspec refuses it. Keys are not dropped: see
-        :func:`objects_differ`, which compares two such objects without building their canonical texts.
-        """
-        try:
-            value = _ms_decode(text)
-        except _MS_REFUSALS:
-            return None
-        return value if value.__class__ is dict else None
-
     def _scanner(self, ignore: frozenset[str]) -> Any:
         """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
         scan = self._scanners.get(ignore)
@@ -352,26 +339,35 @@ else:  # pragma: no cover - interpreters without the C accelerator
         return (_encoder.encode(value),)
 
 
-# Decoded scalars whose inequality implies unequal canonical text. Floats are left out (msgspec.Raw here, and 1.0
-# folds to 1), so are containers (their difference may lie only in dropped keys).
+# Decoded values whose inequality implies unequal canonical text. Floats are left out (1.0 folds to 1, and the
+# decoder hands non-integral ones over as msgspec.Raw), so are containers (they may differ only in dropped keys).
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-_ABSENT = object()
+_NOT_PLAIN = object()
 
 
-def objects_differ(a: dict[str, Any], b: dict[str, Any], dropped: Callable[[str], bool]) -> bool:
-    """True only when the canonical texts of two decoded JSON objects surely differ (a cheap, sound test).
+def argument_fingerprint(text: str, dropped: Callable[[str], bool]) -> int | None:
+    """A number such that two argument texts with different numbers have different canonical texts.
 
-    It looks for a top-level key that canonical forms keep whose plain values (strings, integers, booleans,
-    null) differ, or that one object lacks. For such values Python's ``!=`` implies different JSON text (1 and
-    True compare equal, so they are never told apart here; the canonical texts do that). False means "maybe
-    equal": the caller compares canonical texts.
+    Built from the top-level members of the JSON object ``text`` holds, without building its canonical text: the
+    kept keys, each with its value when plain (a string, integer, boolean or null) and a placeholder otherwise.
+    Equal canonical texts imply equal members, so equal numbers (1 and true count as equal here; the canonical
+    texts tell them apart). Equal numbers only mean "maybe equal". None when ``text`` is not a JSON object msgspec
+    accepts. The number depends on the process's string hashing, so it never leaves the process.
+
+    Args:
+        text: an argument string.
+        dropped: whether canonical forms drop a key (:meth:`Canonicalizer.dropped` for the tool's ignore set).
     """
-    for key, value in a.items():
-        if value.__class__ in _PLAIN_SCALARS:
-            other = b.get(key, _ABSENT)
-            if (other is _ABSENT or (other != value and other.__class__ in _PLAIN_SCALARS)) and not dropped(key):
-                return True
-    return False
+    try:
+        value = _ms_decode(text)
+    except _MS_REFUSALS:
+        return None
+    if value.__class__ is not dict:
+        return None
+    return hash(frozenset([
+        (key, member if member.__class__ in _PLAIN_SCALARS else _NOT_PLAIN)
+        for key, member in value.items() if not dropped(key)
+    ]))
 
 
 class Normalizer:

@@ -187,15 +187,19 @@ def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad
 @PROFILE
 @given(a=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5), b=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5),
        shared=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=3), ignore=st.sets(st.sampled_from(["attemptno", "q"])))
-def test_objects_differ_only_when_canonical_texts_differ(a: dict, b: dict, shared: dict, ignore: set[str]) -> None:
+def test_fingerprints_differ_only_when_canonical_texts_differ(a: dict, b: dict, shared: dict, ignore: set[str]) -> None:
     """The cheap test the engine uses before canonical texts never calls two equal signatures different."""
-    from otel_loopguard._signature import objects_differ
+    from otel_loopguard._signature import argument_fingerprint
 
     frozen = frozenset(ignore)
     canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
-    texts = [json.dumps({**shared, **a}), json.dumps({**b, **shared}), json.dumps(shared)]
+    dropped = canon.dropped(frozen)
+    texts = [json.dumps({**shared, **a}), json.dumps({**b, **shared}), json.dumps(shared),
+             json.dumps(shared, indent=1, sort_keys=True)]
     for x in texts:
         for y in texts:
-            px, py = Canonicalizer.parse_object(x), Canonicalizer.parse_object(y)
-            if px is not None and py is not None and objects_differ(px, py, canon.dropped(frozen)):
+            fx, fy = argument_fingerprint(x, dropped), argument_fingerprint(y, dropped)
+            if fx is not None and fy is not None and fx != fy:
                 assert canon.canonical(x, frozen) != canon.canonical(y, frozen)
+            if canon.canonical(x, frozen) == canon.canonical(y, frozen) and fx is not None and fy is not None:
+                assert fx == fy
