@@ -195,12 +195,15 @@ class LoopEngine:
                 entry.raw = None
             return canon
 
+        max_parse = cfg.max_argument_bytes
+
         def shape_of(entry: _Entry) -> int | bool:
             shape = entry.shape
             if shape is None:
-                shape = entry.shape = argument_fingerprint(entry.raw, entry.info.dropped)  # type: ignore[arg-type]
-                if shape is None:
-                    shape = entry.shape = False
+                raw: str = entry.raw  # type: ignore[assignment]
+                # Text over the configured limit is never parsed; its canonical form is a digest of the text.
+                shape = argument_fingerprint(raw, entry.info.dropped) if len(raw) <= max_parse else None
+                shape = entry.shape = False if shape is None else shape
             return shape
 
         def differ(a: _Entry, b: _Entry) -> bool:

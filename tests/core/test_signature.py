@@ -226,3 +226,28 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
     assert not differ('{"q": "a", "x": 1.5}', '{"q": "a", "x": 2.5}')
     assert not differ('{"q": "a", "f": {"k": 1}}', '{"q": "a", "f": {"k": 2}}')
     assert argument_fingerprint("[1]", dropped) is None and argument_fingerprint('{"a": NaN}', dropped) is None
+
+
+def test_fingerprints_never_parse_text_over_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With max_argument_bytes below the lazy limit, comparing calls parses no argument longer than the limit."""
+    import otel_loopguard._signature as signature
+
+    parsed: list[int] = []
+    real = signature._ms_decode
+
+    def recording(text: str) -> object:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(signature, "_ms_decode", recording)
+
+    def parses(config: LoopGuardConfig) -> list[int]:
+        parsed.clear()
+        engine = LoopEngine(config)
+        state = engine.new_state()
+        for i in range(4):
+            engine.observe(state, ToolCall("search", json.dumps({"q": f"{i}" * 60, "page": 1}), result="r"))
+        return list(parsed)
+
+    assert parses(LoopGuardConfig())  # by default these calls are parsed to be compared
+    assert parses(LoopGuardConfig(max_argument_bytes=40)) == []
