@@ -20,6 +20,8 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from ._otlp_json import (
+    _UINT64_LIMIT,
+    STATUS_CODES,
     STATUS_ERROR,
     _Bad,
     _bytes,
@@ -69,8 +71,9 @@ class _Span(Struct, gc=False):
     spanId: Union[str, UnsetType] = UNSET
     parentSpanId: Union[str, None] = None
     name: Union[str, None] = None
-    startTimeUnixNano: Union[str, UnsetType] = UNSET
-    endTimeUnixNano: Union[str, UnsetType] = UNSET
+    # OTLP/JSON writes 64-bit integers as strings; some exporters write numbers.
+    startTimeUnixNano: Union[str, int, UnsetType] = UNSET
+    endTimeUnixNano: Union[str, int, UnsetType] = UNSET
     attributes: Union[list[_KeyValue], None] = None
     status: Union[_Status, None] = None
     events: Union[Raw, UnsetType] = UNSET
@@ -196,14 +199,8 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
     parent = span.parentSpanId
     parent_id = _cached_id(_PARENT_IDS, parent, 16) if parent else None  # "" or null: a root
     # Under 20 digits a uint64 cannot overflow.
-    value = span.startTimeUnixNano
-    if value is UNSET or len(value) >= 20 or not value.isdigit() or not value.isascii():
-        raise _Fallback
-    start = int(value)
-    value = span.endTimeUnixNano
-    if value is UNSET or len(value) >= 20 or not value.isdigit() or not value.isascii():
-        raise _Fallback
-    end = int(value)
+    start = _time(span.startTimeUnixNano)
+    end = _time(span.endTimeUnixNano)
     kvs = span.attributes
     attrs = _attributes(kvs) if kvs else {}
     error = False
@@ -212,16 +209,27 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
     if status is not None:
         code = status.code
         if code is not None:
-            # A name (STATUS_CODE_ERROR) or a number outside the enum is the general decoder's to take or refuse.
-            if code.__class__ is not int or not 0 <= code <= 2:
+            # A number or a name (STATUS_CODE_ERROR) of the enum; anything else is the general decoder's to refuse.
+            number = STATUS_CODES.get(code)
+            if number is None:
                 raise _Fallback
-            error = code == STATUS_ERROR
+            error = number == STATUS_ERROR
         if status.message is not None:
             message = status.message
     events = _events(_load(span.events)) if span.events is not UNSET else ()
     name = span.name
     return _new_record(SpanRecord, (trace_id, span_id, parent_id, "" if name is None else name,
                                     start, end, attrs, resource, error, message, events))
+
+
+def _time(value: str | int | UnsetType) -> int:
+    if value.__class__ is str:
+        # Under 20 digits a uint64 cannot overflow.
+        if len(value) < 20 and value.isdigit() and value.isascii():  # type: ignore[union-attr]
+            return int(value)  # type: ignore[arg-type]
+    elif value.__class__ is int and 0 <= value < _UINT64_LIMIT:  # type: ignore[operator]
+        return value  # type: ignore[return-value]
+    raise _Fallback
 
 
 def _attributes(kvs: list[_KeyValue] | None) -> dict[str, Any]:

@@ -54,6 +54,19 @@ def test_the_common_shape_takes_the_typed_path() -> None:
     assert record.resource == {"service.name": "svc"} and record.status_error is True
 
 
+def test_numbers_for_times_and_names_for_status_codes_take_the_typed_path() -> None:
+    """Exporters that write times as JSON numbers and status codes by name are read here too, alike."""
+    span = copy.deepcopy(SPAN)
+    span["startTimeUnixNano"] = 1767225600000000000
+    span["endTimeUnixNano"] = 1767225600300000000
+    span["status"] = {"code": "STATUS_CODE_ERROR", "message": "boom"}
+    assert _agree(json.dumps(request_of(span)))
+    (record,) = decode_typed(json.dumps(request_of(span)))  # type: ignore[misc]
+    assert (record.start_ns, record.end_ns, record.status_error) == (1767225600000000000, 1767225600300000000, True)
+    span["startTimeUnixNano"] = 2**64  # beyond uint64: the general decoder's to refuse
+    assert decode_typed(json.dumps(request_of(span))) is None
+
+
 def test_every_recorded_fixture_takes_the_typed_path() -> None:
     """Spans recorded from the real instrumentations are all in the shape the typed path reads."""
     fixtures = [path for path in sorted(FIXTURES.glob("*.json")) if not path.name.startswith("MANIFEST")]
