@@ -62,16 +62,16 @@ _PENDING = "\x00pending"
 class _Tool:
     """One tool's effective settings, resolved once per tool name (a slotted class: read on every call)."""
 
-    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore", "dropped")
+    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore", "kept", "dropped")
 
     def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
-                 dropped: Callable[[str], bool]) -> None:
+                 key_rules: tuple[set[str], Callable[[str], bool]]) -> None:
         self.exempt = exempt
         self.min_reps = min_reps
         self.limit = limit
         self.retry = retry
         self.ignore = ignore
-        self.dropped = dropped
+        self.kept, self.dropped = key_rules
 
 
 class _Entry:
@@ -202,7 +202,8 @@ class LoopEngine:
             if shape is None:
                 raw: str = entry.raw  # type: ignore[assignment]
                 # Text over the configured limit is never parsed; its canonical form is a digest of the text.
-                shape = argument_fingerprint(raw, entry.info.dropped) if len(raw) <= max_parse else None
+                info = entry.info
+                shape = argument_fingerprint(raw, info.kept, info.dropped) if len(raw) <= max_parse else None
                 shape = entry.shape = False if shape is None else shape
             return shape
 
@@ -416,7 +417,7 @@ class LoopEngine:
             settings.frequency_limit if settings and settings.frequency_limit else cfg.frequency_limit,
             settings.retry if settings and settings.retry else cfg.retry,
             ignore := self.normalizer.arguments(tool)[1],
-            self.normalizer.dropped(ignore),
+            self.normalizer.key_rules(ignore),
         )
         if len(self._tools) >= _MAX_TOOLS:
             self._tools.clear()

@@ -13,6 +13,7 @@ import hmac
 import json
 import math
 from dataclasses import dataclass
+from itertools import compress
 from json.encoder import c_make_encoder, encode_basestring
 from typing import Any, Callable
 
@@ -148,6 +149,12 @@ class Canonicalizer:
             self._filter(ignore)
             drops = self._drops[ignore]
         return drops
+
+    def kept(self, ignore: frozenset[str] = frozenset()) -> set[str]:
+        """Key spellings known to stay in canonical forms: a bounded cache that the key filter and fingerprints fill."""
+        if ignore not in self._keep:
+            self._filter(ignore)
+        return self._keep[ignore]
 
     def _scanner(self, ignore: frozenset[str]) -> Any:
         """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
@@ -342,20 +349,21 @@ else:  # pragma: no cover - interpreters without the C accelerator
 # Decoded values whose inequality implies unequal canonical text. Floats are left out (1.0 folds to 1, and the
 # decoder hands non-integral ones over as msgspec.Raw), so are containers (they may differ only in dropped keys).
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-_NOT_PLAIN = object()
+_is_plain_type = _PLAIN_SCALARS.__contains__
 
 
-def argument_fingerprint(text: str, dropped: Callable[[str], bool]) -> int | None:
+def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], bool]) -> int | None:
     """A number such that two argument texts with different numbers have different canonical texts.
 
     Built from the top-level members of the JSON object ``text`` holds, without building its canonical text: the
-    kept keys, each with its value when plain (a string, integer, boolean or null) and a placeholder otherwise.
-    Equal canonical texts imply equal members, so equal numbers (1 and true count as equal here; the canonical
-    texts tell them apart). Equal numbers only mean "maybe equal". None when ``text`` is not a JSON object msgspec
-    accepts. The number depends on the process's string hashing, so it never leaves the process.
+    kept keys whose values are plain (a string, integer, boolean or null), with those values. Equal canonical texts
+    imply equal such members, hence equal numbers (1 and true count as equal here; the canonical texts tell them
+    apart); equal numbers only mean "maybe equal". None when ``text`` is not a JSON object msgspec accepts. The
+    number depends on the process's string hashing, so it never leaves the process.
 
     Args:
         text: an argument string.
+        kept: keys known to stay (:meth:`Canonicalizer.kept`), learnt here too; a shortcut, never the verdict.
         dropped: whether canonical forms drop a key (:meth:`Canonicalizer.dropped` for the tool's ignore set).
     """
     try:
@@ -364,9 +372,20 @@ def argument_fingerprint(text: str, dropped: Callable[[str], bool]) -> int | Non
         return None
     if value.__class__ is not dict:
         return None
+    if kept.issuperset(value):
+        # Every key is known to stay: the plain members are picked in C, without a Python step per member.
+        return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
+    gone = set()
+    for key in value:
+        if key not in kept:
+            if dropped(key):
+                gone.add(key)
+            else:
+                if len(kept) >= _CACHE_ENTRIES:
+                    kept.clear()
+                kept.add(key)
     return hash(frozenset([
-        (key, member if member.__class__ in _PLAIN_SCALARS else _NOT_PLAIN)
-        for key, member in value.items() if not dropped(key)
+        (key, member) for key, member in value.items() if member.__class__ in _PLAIN_SCALARS and key not in gone
     ]))
 
 
@@ -417,9 +436,9 @@ class Normalizer:
             return hit
         return "r:" + _digest(self._canon.canonical(result))
 
-    def dropped(self, ignore: frozenset[str]) -> Callable[[str], bool]:
-        """Whether canonical forms drop a key spelling, for a tool whose ignore set is ``ignore``."""
-        return self._canon.dropped(ignore)
+    def key_rules(self, ignore: frozenset[str]) -> tuple[set[str], Callable[[str], bool]]:
+        """Keys known to stay, and whether a key is dropped, for a tool whose ignore set is ``ignore``."""
+        return self._canon.kept(ignore), self._canon.dropped(ignore)
 
     def arguments(self, tool: str) -> tuple[Any, frozenset[str]]:
         """The canonicaliser's ``canonical`` function and ``tool``'s ignore set, for callers that canonicalise later."""

@@ -193,12 +193,12 @@ def test_fingerprints_differ_only_when_canonical_texts_differ(a: dict, b: dict, 
 
     frozen = frozenset(ignore)
     canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
-    dropped = canon.dropped(frozen)
+    kept, dropped = canon.kept(frozen), canon.dropped(frozen)
     texts = [json.dumps({**shared, **a}), json.dumps({**b, **shared}), json.dumps(shared),
              json.dumps(shared, indent=1, sort_keys=True)]
     for x in texts:
         for y in texts:
-            fx, fy = argument_fingerprint(x, dropped), argument_fingerprint(y, dropped)
+            fx, fy = argument_fingerprint(x, kept, dropped), argument_fingerprint(y, kept, dropped)
             if fx is not None and fy is not None and fx != fy:
                 assert canon.canonical(x, frozen) != canon.canonical(y, frozen)
             if canon.canonical(x, frozen) == canon.canonical(y, frozen) and fx is not None and fy is not None:

@@ -211,10 +211,11 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
     from otel_loopguard._config import DEFAULT_VOLATILE_KEYS
     from otel_loopguard._signature import Canonicalizer, argument_fingerprint
 
-    dropped = Canonicalizer(DEFAULT_VOLATILE_KEYS).dropped()
+    canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
+    kept, dropped = canon.kept(), canon.dropped()
 
     def differ(a: str, b: str) -> bool:
-        fa, fb = argument_fingerprint(a, dropped), argument_fingerprint(b, dropped)
+        fa, fb = argument_fingerprint(a, kept, dropped), argument_fingerprint(b, kept, dropped)
         assert fa is not None and fb is not None
         return fa != fb
 
@@ -225,7 +226,8 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
     assert not differ('{"q": "a", "n": 1}', '{"q": "a", "n": true}')  # canonical texts tell these apart
     assert not differ('{"q": "a", "x": 1.5}', '{"q": "a", "x": 2.5}')
     assert not differ('{"q": "a", "f": {"k": 1}}', '{"q": "a", "f": {"k": 2}}')
-    assert argument_fingerprint("[1]", dropped) is None and argument_fingerprint('{"a": NaN}', dropped) is None
+    assert argument_fingerprint("[1]", kept, dropped) is None
+    assert argument_fingerprint('{"a": NaN}', kept, dropped) is None
 
 
 def test_fingerprints_never_parse_text_over_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> None:
