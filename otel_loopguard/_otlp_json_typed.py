@@ -3,8 +3,8 @@
 msgspec parses the request into the structs below, checking the types of the fields loopguard reads
 and skipping the ones it ignores, so the conversion only checks what a type cannot say (id lengths,
 digit strings, enum ranges). It accepts a strict subset of what the general decoder in
-:mod:`._otlp_json` accepts: snake_case or legacy field names, numbers where strings are usual,
-JSON null where a value is expected, malformed values, a root that is an array — anything else makes
+:mod:`._otlp_json` accepts; snake_case or legacy field names, unknown fields inside a value, JSON
+null where a value is expected, malformed values, a root that is an array and the like make
 :func:`decode_typed` return None, and the caller decodes the same text with the general decoder,
 which accepts it or names the error. For what both accept they build identical records (a
 differential test checks it), so this module changes only the speed of reading. The one difference:
