@@ -27,8 +27,6 @@ from pathlib import Path
 
 import grpc
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
@@ -39,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from otel_loopguard._config import LoopGuardConfig  # noqa: E402
 from otel_loopguard._serve import Server  # noqa: E402
 from tests.support.otlp_receiver import RecordingOTLPReceiver  # noqa: E402
+from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
 
 TOOL_SPANS = 10
 BATCH = 200
@@ -47,40 +46,15 @@ LOOPS = 40
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-def _kv(key: str, value: str) -> common_pb2.KeyValue:
-    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-
 def trace_spans(trace_no: int, looping: bool, t0: int) -> list[trace_pb2.Span]:
-    """One agent trace: TOOL_SPANS tool spans then the root, in end order (as an SDK exports them)."""
-    trace_id = (trace_no + 1).to_bytes(16, "big")
-    root_id = (trace_no * 100 + 1).to_bytes(8, "big")
+    """One agent trace (trace id ``trace_no + 1``): TOOL_SPANS tool spans then the root, in end order."""
     spans = []
     for i in range(TOOL_SPANS):
         query = "weather in Paris" if looping else f"page {i}"
         result = '{"hits": []}' if looping else f'{{"hits": [{i}]}}'
-        start = t0 + i * 1_000_000
-        spans.append(trace_pb2.Span(
-            trace_id=trace_id, span_id=(trace_no * 100 + 2 + i).to_bytes(8, "big"), parent_span_id=root_id,
-            name="execute_tool search", start_time_unix_nano=start, end_time_unix_nano=start + 500_000,
-            attributes=[_kv("gen_ai.operation.name", "execute_tool"), _kv("gen_ai.tool.name", "search"),
-                        _kv("gen_ai.tool.call.arguments", f'{{"query": "{query}", "limit": 10}}'),
-                        _kv("gen_ai.tool.call.result", result)],
-        ))
-    spans.append(trace_pb2.Span(
-        trace_id=trace_id, span_id=root_id, name="invoke_agent researcher", start_time_unix_nano=t0 - 1000,
-        end_time_unix_nano=t0 + TOOL_SPANS * 1_000_000, attributes=[_kv("gen_ai.operation.name", "invoke_agent")],
-    ))
+        spans.append(tool_span(trace_no + 1, i, t0, arguments=f'{{"query": "{query}", "limit": 10}}', result=result))
+    spans.append(root_span(trace_no + 1, t0, TOOL_SPANS))
     return spans
-
-
-def request_bytes(spans: list[trace_pb2.Span]) -> bytes:
-    """One ExportTraceServiceRequest holding ``spans``."""
-    request = trace_service_pb2.ExportTraceServiceRequest()
-    rs = request.resource_spans.add()
-    rs.resource.attributes.append(_kv("service.name", "bench-agent"))
-    rs.scope_spans.add().spans.extend(spans)
-    return request.SerializeToString()
 
 
 def make_batches(traces: int, offset: int) -> tuple[list[bytes], int]:

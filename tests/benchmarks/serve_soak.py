@@ -43,8 +43,6 @@ from pathlib import Path
 
 import grpc
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult, SimpleLogRecordProcessor
@@ -56,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from otel_loopguard._config import LoopGuardConfig  # noqa: E402
 from otel_loopguard._emit import VerdictEvent  # noqa: E402
 from otel_loopguard._serve import Server, ServeStats  # noqa: E402
+from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
 
 TOOL_SPANS = 6
 TRACES_PER_BATCH = 4
@@ -71,55 +70,15 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 # -- spans ----------------------------------------------------------------------------------------------------
 
 
-def kv(key: str, value: str) -> common_pb2.KeyValue:
-    """A string attribute."""
-    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-
-def tool_span(trace_no: int, index: int, t0: int, *, arguments: str, result: str,
-              error: str | None = None) -> trace_pb2.Span:
-    """The ``index``-th GenAI tool span of trace ``trace_no`` (a child of the trace's agent root)."""
-    start = t0 + index * 1_000_000
-    span = trace_pb2.Span(
-        trace_id=trace_no.to_bytes(16, "big"), span_id=(trace_no * 64 + 2 + index).to_bytes(8, "big"),
-        parent_span_id=(trace_no * 64 + 1).to_bytes(8, "big"), name="execute_tool search",
-        start_time_unix_nano=start, end_time_unix_nano=start + 500_000,
-        attributes=[kv("gen_ai.operation.name", "execute_tool"), kv("gen_ai.tool.name", "search"),
-                    kv("gen_ai.tool.call.arguments", arguments), kv("gen_ai.tool.call.result", result)],
-    )
-    if error is not None:
-        span.status.code = trace_pb2.Status.STATUS_CODE_ERROR
-        span.status.message = error
-    return span
-
-
-def root_span(trace_no: int, t0: int, calls: int = TOOL_SPANS) -> trace_pb2.Span:
-    """The agent root of trace ``trace_no``."""
-    return trace_pb2.Span(
-        trace_id=trace_no.to_bytes(16, "big"), span_id=(trace_no * 64 + 1).to_bytes(8, "big"),
-        name="invoke_agent researcher", start_time_unix_nano=t0 - 1_000, end_time_unix_nano=t0 + calls * 1_000_000,
-        attributes=[kv("gen_ai.operation.name", "invoke_agent"), kv("gen_ai.agent.name", "researcher")],
-    )
-
-
 def trace_halves(trace_no: int, looping: bool) -> tuple[list[trace_pb2.Span], list[trace_pb2.Span]]:
     """One agent trace cut in two: the first tool spans, then the rest and the root (in end order)."""
     t0 = time.time_ns()
     spans = [tool_span(trace_no, i, t0, arguments='{"query": "weather in Paris"}' if looping
                        else f'{{"query": "page {i}"}}', result='{"hits": []}' if looping else f'{{"hits": [{i}]}}')
              for i in range(TOOL_SPANS)]
-    spans.append(root_span(trace_no, t0))
+    spans.append(root_span(trace_no, t0, TOOL_SPANS))
     half = TOOL_SPANS // 2
     return spans[:half], spans[half:]
-
-
-def request_bytes(spans: Sequence[trace_pb2.Span]) -> bytes:
-    """One serialised ExportTraceServiceRequest holding ``spans``."""
-    request = trace_service_pb2.ExportTraceServiceRequest()
-    rs = request.resource_spans.add()
-    rs.resource.attributes.append(kv("service.name", "soak-agent"))
-    rs.scope_spans.add().spans.extend(spans)
-    return request.SerializeToString()
 
 
 def looping_trace(trace_no: int) -> bytes:

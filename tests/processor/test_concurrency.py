@@ -10,6 +10,7 @@ from opentelemetry.trace import set_span_in_context
 
 from otel_loopguard import VerdictEvent
 from tests.processor.conftest import SECOND, T0, Harness, HarnessFactory
+from tests.support.threads import run_threads
 
 THREADS = 16
 TRACES_PER_THREAD = 160
@@ -103,12 +104,7 @@ def test_threads_give_single_threaded_verdicts(make_harness: HarnessFactory) -> 
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_TIMEOUT)
-    assert not [t for t in threads if t.is_alive()], "deadlock: threads still running"
+    run_threads(work, THREADS, JOIN_TIMEOUT)
     assert failures == []
     h.processor.force_flush()
 

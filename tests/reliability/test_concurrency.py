@@ -13,6 +13,7 @@ from opentelemetry.trace import Span, Tracer
 
 from otel_loopguard import VerdictEvent
 from tests.reliability.conftest import SECOND, T0, TOOL, Pipeline, build_pipeline, settle
+from tests.support.threads import run_threads
 
 TRACES = 2_000
 CALLS = 12
@@ -122,12 +123,7 @@ def test_threads_interleaving_thousands_of_traces_match_a_single_threaded_replay
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_TIMEOUT)
-    assert not any(t.is_alive() for t in threads), "a worker did not finish in time"
+    run_threads(worker, THREADS, JOIN_TIMEOUT)
     assert not failures, failures
     settle(pipeline.processor)
 
@@ -183,12 +179,7 @@ def test_threads_sharing_one_trace_lose_no_update() -> None:
                                     "gen_ai.tool.call.arguments": f'{{"t": {index}, "s": {step}}}',
                                     "gen_ai.tool.call.result": "r"}, step)
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_TIMEOUT)
-    assert not any(t.is_alive() for t in threads), "a worker did not finish in time"
+    run_threads(worker, THREADS, JOIN_TIMEOUT)
     root.end(end_time=T0 + per_thread * SECOND)
     assert pipeline.metric_total("loopguard.tool_calls") == THREADS * per_thread
     data = pipeline.reader.get_metrics_data()

@@ -10,15 +10,9 @@ from opentelemetry.trace import Status, StatusCode
 from otel_loopguard import LoopGuardConfig
 from tests.reliability.conftest import build_pipeline, settle
 from tests.reliability.otlp import TOOL, build_otlp_pipeline, received_verdict_keys, verdict_keys
+from tests.reliability.secret_values import API_KEY, ARGUMENTS, PATH, RESULT, SECRETS
 from tests.support.otlp_receiver import LOGS, METRICS, TRACES, RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector
-
-API_KEY = "sk-live-4f9a1c2e8b7d6a5f3e2d1c0b9a8f7e6d"
-EMAIL = "alice.smith@example.com"
-PATH = "/home/alice/.ssh/id_ed25519"
-SECRETS = (API_KEY, EMAIL, PATH)
-ARGUMENTS = f'{{"api_key": "{API_KEY}", "notify": "{EMAIL}", "file": "{PATH}"}}'
-RESULT = f"opened {PATH} for {EMAIL} using {API_KEY}: nothing new"
 
 
 def _loop_with_secrets(tracer: object, guard: object, runs: int = 3) -> None:

@@ -18,17 +18,13 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from otel_loopguard._config import LoopGuardConfig
 from otel_loopguard._emit import VerdictEvent
 from otel_loopguard._serve import Forwarder, Server, build_providers
-from tests.benchmarks.serve_soak import GRPCClient, HTTPClient, request_bytes, root_span, tool_span
+from tests.benchmarks.serve_soak import GRPCClient, HTTPClient
 from tests.reliability.otlp import received_verdict_keys
+from tests.reliability.secret_values import API_KEY, ARGUMENTS, PATH, RESULT, SECRETS
 from tests.serve._support import Harness
 from tests.support.otlp_receiver import LOGS, METRICS, TRACES, RecordingOTLPReceiver
+from tests.support.proto_spans import request_bytes, root_span, tool_span
 
-API_KEY = "sk-live-4f9a1c2e8b7d6a5f3e2d1c0b9a8f7e6d"
-EMAIL = "alice.smith@example.com"
-PATH = "/home/alice/.ssh/id_ed25519"
-SECRETS = (API_KEY, EMAIL, PATH)
-ARGUMENTS = f'{{"api_key": "{API_KEY}", "notify": "{EMAIL}", "file": "{PATH}"}}'
-RESULT = f"opened {PATH} for {EMAIL} using {API_KEY}: nothing new"
 KEY = b"serve-secrets-key-0123456789abcdef"
 CALLS = 6
 TRACE_HTTP_PROTO, TRACE_HTTP_JSON, TRACE_GRPC = 0x5EC1, 0x5EC2, 0x5EC3
