@@ -5,24 +5,42 @@ spans (OpenTelemetry GenAI conventions, OpenInference, OpenLLMetry), judges each
 trace (working, retrying, waiting, stuck, uncertain) and emits
 ``loopguard.verdict`` events and metrics through OTLP. A harness asks
 :meth:`LoopGuardSpanProcessor.check` whether to nudge the model or stop the run.
+
+Names backed by the OpenTelemetry SDK (the processor, its events) are imported on
+first use, so ``import otel_loopguard`` and the pure core load no OpenTelemetry module.
 """
 
-from ._audit import audit_trace
-from ._config import LeasePolicy, LoopGuardConfig, Prices, RetryPolicy, ToolSettings
-from ._cost import CostTotal, Usage, cost_usd
-from ._emit import VerdictEvent
-from ._engine import LoopEngine, TraceState
-from ._errors import ConfigError, InputError, LoopGuardError, LoopStopped
-from ._model import Intervention, Lease, Observation, ToolCall, Transition, Verdict
-from ._processor import LoopGuardSpanProcessor
-from ._signature import NORMALIZER_VERSION, ActionSignature
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import VERSION as __version__
+from .core.config import LeasePolicy, LoopGuardConfig, Prices, RetryPolicy, ToolSettings
+from .core.cost import Usage, cost_usd
+from .core.engine import LoopEngine
+from .core.judge import TraceReport
+from .core.model import Intervention, Lease, Observation, ToolCall, Transition, Verdict
+from .core.signature import NORMALIZER_VERSION, ActionSignature
+from .core.step_audit import audit_trace
+from .errors import ConfigError, InputError, LoopGuardError, LoopStopped
+
+if TYPE_CHECKING:
+    from .otlp.read import read_spans
+    from .sdk.emit import VerdictEvent
+    from .sdk.processor import LoopGuardSpanProcessor
+
+# Public name -> module that defines it, for the names loaded on first use (PEP 562).
+_LAZY = {
+    "LoopGuardSpanProcessor": ".sdk.processor",
+    "VerdictEvent": ".sdk.emit",
+    "read_spans": ".otlp.read",
+}
 
 __all__ = [
     "NORMALIZER_VERSION",
     "ActionSignature",
     "ConfigError",
-    "CostTotal",
     "InputError",
     "Intervention",
     "Lease",
@@ -37,7 +55,7 @@ __all__ = [
     "RetryPolicy",
     "ToolCall",
     "ToolSettings",
-    "TraceState",
+    "TraceReport",
     "Transition",
     "Usage",
     "Verdict",
@@ -45,4 +63,31 @@ __all__ = [
     "__version__",
     "audit_trace",
     "cost_usd",
+    "read_spans",
 ]
+
+
+def _publish(obj: Any) -> Any:
+    # Documentation and reprs show the public path, not the private module a name happens to live in.
+    if isinstance(obj, type):
+        obj.__module__ = __name__
+    return obj
+
+
+for _name in __all__:
+    if _name not in _LAZY and _name != "__version__" and isinstance(globals()[_name], type):
+        _publish(globals()[_name])
+del _name
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _publish(getattr(importlib.import_module(module, __name__), name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

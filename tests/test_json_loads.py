@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._otlp_json import loads
+from otel_loopguard.otlp.json_general import loads
 
 SCALARS = (
     st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**40), max_value=10**40)

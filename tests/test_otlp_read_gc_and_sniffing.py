@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._otlp_read import read_spans
+from otel_loopguard.otlp.read import read_spans
 from tests.support.otlp_edges import SPAN, request_of
 
 
@@ -32,7 +32,7 @@ def test_reading_a_file_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
 
 def _sniff_steps_reference(path: str) -> bool:
     """The steps-file sniffing before it stopped reading JSON Lines files whole."""
-    from otel_loopguard._steps import is_steps_document
+    from otel_loopguard.core.steps import is_steps_document
 
     with open(path, "rb") as fh:
         head = fh.read(2)
@@ -65,7 +65,7 @@ _PIECES = [b"", b" ", b"\n", b"\r\n", b"\t", b"\x0b", b"\x0c", b"{", b"}", b"[",
 @example([b'{"a":\n1}'])
 def test_steps_sniffing_agrees_with_reading_the_whole_file(tmp_path: Path, pieces: list[bytes]) -> None:
     """Telling steps files from OTLP by the first line decides exactly as parsing the whole file did."""
-    from otel_loopguard._audit_cmd import _sniff_steps
+    from otel_loopguard.cli.audit import _sniff_steps
 
     path = tmp_path / "input.json"
     path.write_bytes(b"".join(pieces))

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._otlp_json import _Bad, _request
-from otel_loopguard._otlp_json_typed import decode_typed
-from otel_loopguard._otlp_read import decode_json_request, read_spans
+from otel_loopguard.otlp.json_general import _Bad, _request
+from otel_loopguard.otlp.json_typed import decode_typed
+from otel_loopguard.otlp.read import decode_json_request, read_spans
 from tests.support.otlp_edges import SINGLE_CHANGES, SNAKE, SNAKE_ONLY, SPAN, changed_request, mutate, request_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import otel_loopguard
@@ -12,10 +13,10 @@ import otel_loopguard.harness
 PACKAGE = Path(otel_loopguard.__file__).parent
 
 EXPECTED = {
-    "NORMALIZER_VERSION", "ActionSignature", "ConfigError", "CostTotal", "InputError", "Intervention", "Lease",
+    "NORMALIZER_VERSION", "ActionSignature", "ConfigError", "InputError", "Intervention", "Lease",
     "LeasePolicy", "LoopEngine", "LoopGuardConfig", "LoopGuardError", "LoopGuardSpanProcessor", "LoopStopped",
-    "Observation", "Prices", "RetryPolicy", "ToolCall", "ToolSettings", "TraceState", "Transition", "Usage",
-    "Verdict", "VerdictEvent", "__version__", "audit_trace", "cost_usd",
+    "Observation", "Prices", "RetryPolicy", "ToolCall", "ToolSettings", "TraceReport", "Transition", "Usage",
+    "Verdict", "VerdictEvent", "__version__", "audit_trace", "cost_usd", "read_spans",
 }
 
 
@@ -39,22 +40,39 @@ def test_public_classes_and_functions_have_docstrings() -> None:
             assert (obj.__doc__ or "").strip(), name
 
 
-def test_the_core_imports_no_opentelemetry() -> None:
-    """The pure core (configuration, signatures, engine, store, audit, cost, model, steps, replay) stays OTel-free."""
-    core = ["_config", "_signature", "_engine", "_store", "_audit", "_cost", "_model", "_steps", "_replay", "_errors"]
-    for module in core:
-        tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert not [m for m in imported if m.startswith("opentelemetry")], module
-        importlib.import_module(f"otel_loopguard.{module}")
+def _modules_loaded_by(statement: str) -> list[str]:
+    # A fresh interpreter: this test process has long since imported the SDK.
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_the_core_loads_no_opentelemetry() -> None:
+    """Importing the pure core (or the package itself) loads no ``opentelemetry`` module at all."""
+    for statement in ("import otel_loopguard.core", "import otel_loopguard",
+                      "import otel_loopguard.core.engine, otel_loopguard.core.judge, otel_loopguard.core.steps"):
+        loaded = _modules_loaded_by(statement)
+        assert [m for m in loaded if m.startswith("opentelemetry")] == [], statement
+
+
+def test_sdk_backed_names_load_on_first_use() -> None:
+    """``LoopGuardSpanProcessor`` is importable from the package, and only then is the SDK loaded."""
+    loaded = _modules_loaded_by("from otel_loopguard import LoopGuardSpanProcessor")
+    assert "opentelemetry.sdk.trace" in loaded
+    assert otel_loopguard.LoopGuardSpanProcessor.__module__ == "otel_loopguard"
+
+
+def test_audit_command_loads_no_sdk() -> None:
+    """Building the command line (every command registered) loads no OpenTelemetry SDK module."""
+    loaded = _modules_loaded_by("from otel_loopguard.cli import build_parser; build_parser()")
+    assert [m for m in loaded if m.startswith("opentelemetry.sdk")] == []
 
 
 def test_telemetry_names_live_in_one_module() -> None:
-    """No package module except ``_names`` spells a ``loopguard.`` or ``gen_ai.`` attribute name as a literal."""
+    """No package module except ``conventions/names.py`` spells a ``loopguard.`` or ``gen_ai.`` name as a literal."""
     offenders = []
-    for path in PACKAGE.glob("*.py"):
-        if path.name == "_names.py":
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "conventions" / "names.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_loopguard import cli
-from otel_loopguard._errors import InputError
-from otel_loopguard._steps import StepsFile, is_steps_document, parse_steps
+from otel_loopguard.errors import InputError
+from otel_loopguard.core.steps import StepsFile, is_steps_document, parse_steps
 
 SOURCE = "fuzz.json"
 STEP_KEYS = ("tool", "args", "args_captured", "result", "error", "progress", "start", "end", "wait")

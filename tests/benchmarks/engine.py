@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard._config import LoopGuardConfig  # noqa: E402
-from otel_loopguard._engine import LoopEngine  # noqa: E402
-from otel_loopguard._model import ToolCall  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
+from otel_loopguard.core.engine import LoopEngine  # noqa: E402
+from otel_loopguard.core.model import ToolCall  # noqa: E402
 
 WINDOW, LIMIT = 10, 3  # seed 003's window and limit, also the engine's defaults
 clock = time.thread_time_ns  # CPU time of this thread: scheduler noise stays out

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from opentelemetry.sdk.trace import Span  # noqa: E402
 
-from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall, TraceState  # noqa: E402
+from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
+from otel_loopguard.core.engine import TraceState  # noqa: E402
 from tests.reliability.conftest import KEY, build_pipeline  # noqa: E402
 from tests.reliability.load import TraceLoad, deep_size, live_instances, peak_rss_kib, rss_kib  # noqa: E402
 

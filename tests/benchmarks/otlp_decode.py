@@ -31,9 +31,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_loopguard._otlp_proto import decode_proto_request
-from otel_loopguard._otlp_read import decode_json_request, read_spans
-from otel_loopguard._otlp_write import spans_to_otlp_dict
+from otel_loopguard.otlp.proto import decode_proto_request
+from otel_loopguard.otlp.read import decode_json_request, read_spans
+from otel_loopguard.sdk.otlp_write import spans_to_otlp_dict
 
 PER_LINE = 100
 

@@ -34,8 +34,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard._config import LoopGuardConfig  # noqa: E402
-from otel_loopguard._serve import Server  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
+from otel_loopguard.serve.server import Server  # noqa: E402
 from tests.support.otlp_receiver import RecordingOTLPReceiver  # noqa: E402
 from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
 

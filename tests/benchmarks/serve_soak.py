@@ -51,9 +51,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard._config import LoopGuardConfig  # noqa: E402
-from otel_loopguard._emit import VerdictEvent  # noqa: E402
-from otel_loopguard._serve import Server, ServeStats  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
+from otel_loopguard.sdk.emit import VerdictEvent  # noqa: E402
+from otel_loopguard.serve.server import Server, ServeStats  # noqa: E402
 from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
 
 TOOL_SPANS = 6

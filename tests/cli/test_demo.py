@@ -14,7 +14,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_loopguard._demo import DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
+from otel_loopguard.cli.demo_agent import DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
 from otel_loopguard.cli import main
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from otel_loopguard._otlp_write import write_otlp_json
+from otel_loopguard.sdk.otlp_write import write_otlp_json
 from otel_loopguard.cli import main
 
 T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
@@ -173,9 +173,9 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from otel_loopguard._audit import audit_trace  # noqa: E402
-from otel_loopguard._model import ToolCall  # noqa: E402
-from otel_loopguard._trace_eval import _seed_args, seed_audit  # noqa: E402
+from otel_loopguard.core.step_audit import audit_trace  # noqa: E402
+from otel_loopguard.core.model import ToolCall  # noqa: E402
+from otel_loopguard.core.step_audit import audit_calls, step_args  # noqa: E402
 
 _ARGS = st.sampled_from([None, '{"a": 1, "b": 2}', '{"b": 2, "a": 1}', '{"a": 1}', "plain", "{not json", "",
                          '["x"]', '{"input": "x"}', "x"])
@@ -184,11 +184,11 @@ _TOOLS = st.sampled_from(["a", "b", "a|b", "a|b=", "b="])
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(_TOOLS, _ARGS, st.booleans()), max_size=12), st.integers(1, 8), st.integers(1, 4))
-def test_seed_audit_equals_reference(steps: list, max_steps: int, repeat_limit: int) -> None:
-    """seed_audit gives exactly audit_trace's result for any calls, including key-order and '|' collisions."""
+def test_audit_calls_equals_reference(steps: list, max_steps: int, repeat_limit: int) -> None:
+    """audit_calls gives exactly audit_trace's result for any calls, including key-order and '|' collisions."""
     calls = []
     for tool, args, as_dict in steps:
         value = json.loads(args) if as_dict and args in ('{"a": 1, "b": 2}', '{"a": 1}') else args
         calls.append(ToolCall(tool, value))
-    reference = audit_trace([{"tool": c.tool, "args": _seed_args(c)} for c in calls], max_steps, repeat_limit)
-    assert seed_audit(calls, max_steps, repeat_limit) == reference
+    reference = audit_trace([{"tool": c.tool, "args": step_args(c)} for c in calls], max_steps, repeat_limit)
+    assert audit_calls(calls, max_steps, repeat_limit) == reference

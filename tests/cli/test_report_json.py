@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._audit_cmd import report_json
-from otel_loopguard._cost import CostTotal
-from otel_loopguard._model import Intervention, Transition, Verdict
-from otel_loopguard._replay import TraceReport
+from otel_loopguard.cli.audit import report_json
+from otel_loopguard.core.cost import CostTotal
+from otel_loopguard.core.model import Intervention, Transition, Verdict
+from otel_loopguard.core.judge import TraceReport
 
 TEXT = st.text() | st.sampled_from(["é", "\ud800", "\x00", '"\\', "😀"])
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_loopguard import _names as n
+from otel_loopguard.conventions import names as n
 
 REQUIRE_E2E = os.environ.get("LOOPGUARD_REQUIRE_E2E", "").strip() == "1"
 
@@ -105,7 +105,7 @@ def all_emitted_labels() -> frozenset[str]:
 
 
 def names_values() -> set[str]:
-    """Every string constant defined in otel_loopguard._names (attribute, event and metric names)."""
+    """Every string constant defined in otel_loopguard.conventions.names (attribute, event and metric names)."""
     values: set[str] = set()
     for key, value in vars(n).items():
         if key.startswith("_"):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from otel_loopguard import _names as n
+from otel_loopguard.conventions import names as n
 
 from ._support import CONFIG_DIR, load_yaml, names_values
 
@@ -198,7 +198,7 @@ def test_redaction_covers_every_sensitive_genai_key_on_spans_and_logs(name: str)
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_attribute_key_in_ottl_is_a_known_name(name: str) -> None:
-    """Attribute keys in redaction and sampling rules are names from otel_loopguard._names."""
+    """Attribute keys in redaction and sampling rules are names from otel_loopguard.conventions.names."""
     known = names_values()
     processors = CONFIGS[name].get("processors") or {}
     keys = {key for s in _ottl_statements(processors) for key in (*_ATTR_KEY.findall(s), *_DELETE_KEY.findall(s))}

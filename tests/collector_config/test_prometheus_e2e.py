@@ -19,7 +19,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, start_http_server
 
-from otel_loopguard._demo import run_demo
+from otel_loopguard.cli.demo_agent import run_demo
 
 from ._support import RULES_FILE, require_binary
 

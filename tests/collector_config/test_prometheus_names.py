@@ -8,7 +8,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from otel_loopguard import _names as n
+from otel_loopguard.conventions import names as n
 
 from ._support import GENERIC_LABELS, INSTRUMENTS, emitted_series, prom_label
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from otel_loopguard._config import LoopGuardConfig, RetryPolicy
-from otel_loopguard._cost import CostTotal, Usage
-from otel_loopguard._model import (
+from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy
+from otel_loopguard.core.cost import CostTotal, Usage
+from otel_loopguard.core.model import (
     RULE_COST_LIMIT,
     RULE_EVIDENCE,
     RULE_FREQUENCY,
@@ -40,7 +40,7 @@ from otel_loopguard._model import (
     Transition,
     Verdict,
 )
-from otel_loopguard._signature import FAILED, ActionSignature, keyed_digest, make_normalizer
+from otel_loopguard.core.signature import FAILED, ActionSignature, keyed_digest, make_normalizer
 
 # Kept per trace so a flapping trace cannot grow without bound.
 MAX_TRANSITIONS = 1000

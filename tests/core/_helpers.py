@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from otel_loopguard._engine import LoopEngine, TraceState
-from otel_loopguard._model import Observation, ToolCall
+from otel_loopguard.core.engine import LoopEngine, TraceState
+from otel_loopguard.core.model import Observation, ToolCall
 
 #: A fixed epoch time (2026-01-01T00:00:00Z) so replays are deterministic.
 T0 = 1767225600.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_loopguard._audit import audit_trace, step_signature
+from otel_loopguard.core.step_audit import audit_trace, step_signature
 
 
 def test_signature_sorts_keys_and_renders_values_with_str() -> None:

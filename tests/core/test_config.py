@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_loopguard._config import (
+from otel_loopguard.core.config import (
     DEFAULT_RETRYABLE_ERRORS,
     DEFAULT_VOLATILE_KEYS,
     LeasePolicy,
@@ -17,7 +17,7 @@ from otel_loopguard._config import (
     ToolSettings,
     parse_bool,
 )
-from otel_loopguard._errors import ConfigError
+from otel_loopguard.errors import ConfigError
 
 FULL_TOML = """
 window = 12
@@ -161,7 +161,7 @@ def test_environment_values_of_every_type() -> None:
 )
 def test_bad_environment_value_warns_and_falls_back(name: str, raw: str, caplog: pytest.LogCaptureFixture) -> None:
     """A bad LOOPGUARD_* value logs a warning naming it and the default is used."""
-    with caplog.at_level(logging.WARNING, logger="otel_loopguard._config"):
+    with caplog.at_level(logging.WARNING, logger="otel_loopguard.core.config"):
         c = LoopGuardConfig.load(environ={f"LOOPGUARD_{name}": raw, "LOOPGUARD_MAX_NUDGES": "4"})
     assert getattr(c, name.lower()) == getattr(LoopGuardConfig(), name.lower())
     assert c.max_nudges == 4  # the good value beside it is kept

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from otel_loopguard._config import Prices
-from otel_loopguard._cost import CostTotal, Usage, cost_usd
+from otel_loopguard.core.config import Prices
+from otel_loopguard.core.cost import CostTotal, Usage, cost_usd
 
 SEED_PRICES = Prices(input=5.00, output=25.00, cache_read=0.50, cache_write=6.25)
 

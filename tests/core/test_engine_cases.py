@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from otel_loopguard._config import LeasePolicy, LoopGuardConfig, RetryPolicy
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import Lease, ToolCall
-from otel_loopguard._replay import Replay, replay_calls
-from otel_loopguard._signature import NORMALIZER_VERSION
+from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Lease, ToolCall
+from otel_loopguard.core.judge import Replay, replay_calls
+from otel_loopguard.core.signature import NORMALIZER_VERSION
 
 from ._helpers import T0, call
 
@@ -195,7 +195,7 @@ def test_untimed_retries_cannot_show_backoff() -> None:
 
 def test_per_tool_retry_policy_wins() -> None:
     """A tool's own retry policy (here: nothing retryable) overrides the top-level one."""
-    from otel_loopguard._config import ToolSettings
+    from otel_loopguard.core.config import ToolSettings
 
     cfg = replace(CONFIG, tools={"chat_completion": ToolSettings(retry=RetryPolicy(errors=("nothing",)))})
     assert replay(backoff(), cfg).state.verdict.kind == "stuck"

@@ -3,10 +3,10 @@ and the frequency rule still fires at the exact call where one signature reaches
 
 from __future__ import annotations
 
-from otel_loopguard._config import LoopGuardConfig
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import ToolCall
-from otel_loopguard._signature import Canonicalizer
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
+from otel_loopguard.core.signature import Canonicalizer
 from tests.core._helpers import T0
 
 

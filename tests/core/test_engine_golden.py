@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from otel_loopguard._config import LoopGuardConfig, ToolSettings
-from otel_loopguard._engine import LoopEngine
+from otel_loopguard.core.config import LoopGuardConfig, ToolSettings
+from otel_loopguard.core.engine import LoopEngine
 
 from ._helpers import call, first_index, kinds, letters, observe_all
 
@@ -115,8 +115,8 @@ def test_hysteresis_does_not_delay_the_step_budget() -> None:
 
 def test_hysteresis_does_not_delay_the_cost_budget() -> None:
     """A cost budget stops on the usage record that exceeds it, whatever the hysteresis."""
-    from otel_loopguard._config import Prices
-    from otel_loopguard._cost import Usage
+    from otel_loopguard.core.config import Prices
+    from otel_loopguard.core.cost import Usage
 
     engine = LoopEngine(LoopGuardConfig(max_cost_usd=0.01, hysteresis=5, prices={"m": Prices(input=3.0, output=15.0)}))
     state = engine.new_state()

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._config import LoopGuardConfig, RetryPolicy, ToolSettings
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import Lease, ToolCall
-from otel_loopguard._signature import NUDGE_MARKER
+from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy, ToolSettings
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Lease, ToolCall
+from otel_loopguard.core.signature import NUDGE_MARKER
 from tests.core._engine_reference import ReferenceEngine
 from tests.core._helpers import T0
 
@@ -233,6 +233,6 @@ _JSON_VALUES = st.recursive(
 @given(_JSON_VALUES)
 def test_prebuilt_encoder_matches_json_dumps(value: Any) -> None:
     """The canonical encoder built once gives exactly ``json.dumps`` with sorted keys and compact separators."""
-    from otel_loopguard._signature import _dump
+    from otel_loopguard.core.signature import _dump
 
     assert _dump(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

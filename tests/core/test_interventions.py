@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from otel_loopguard._config import LoopGuardConfig, Prices
-from otel_loopguard._cost import Usage
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._errors import LoopGuardError, LoopStopped
-from otel_loopguard._model import NO_INTERVENTION, Intervention
+from otel_loopguard.core.config import LoopGuardConfig, Prices
+from otel_loopguard.core.cost import Usage
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.errors import LoopGuardError, LoopStopped
+from otel_loopguard.core.model import NO_INTERVENTION, Intervention
 
 from ._helpers import letters, observe_all
 
@@ -112,7 +112,7 @@ def test_raise_if_stop_raises_loop_stopped() -> None:
 
 def test_uncertain_and_retrying_never_intervene() -> None:
     """Only stuck verdicts and budgets intervene; repeated calls without evidence do not."""
-    from otel_loopguard._model import ToolCall
+    from otel_loopguard.core.model import ToolCall
 
     engine = LoopEngine(LoopGuardConfig())
     _, obs = observe_all(engine, [ToolCall("write", None, arguments_captured=False, result="ok", result_captured=True)] * 6)

@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard._audit import audit_trace
-from otel_loopguard._config import DEFAULT_VOLATILE_KEYS, LoopGuardConfig
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import ToolCall
-from otel_loopguard._signature import Canonicalizer
+from otel_loopguard.core.step_audit import audit_trace
+from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS, LoopGuardConfig
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
+from otel_loopguard.core.signature import Canonicalizer
 
 CANON = Canonicalizer(DEFAULT_VOLATILE_KEYS)
 ENGINE = LoopEngine(LoopGuardConfig())
@@ -127,7 +127,7 @@ ANY_JSON = st.recursive(
        ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])))
 def test_fast_json_path_equals_the_reference_walk(doc: Any, ignore: set[str]) -> None:
     """The decoder-hook path gives the same canonical text as parsing and walking the document (NaN, floats, volatile keys)."""
-    from otel_loopguard._signature import _dump
+    from otel_loopguard.core.signature import _dump
 
     text = json.dumps(doc)
     frozen = frozenset(ignore)
@@ -166,7 +166,7 @@ def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
 @given(text=json_texts(), ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])), pad=_SPACES)
 def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad: str) -> None:
     """The msgspec path gives exactly the text of the C json path, which it falls back to, on any JSON text."""
-    import otel_loopguard._signature as signature
+    import otel_loopguard.core.signature as signature
 
     text = pad + text + pad
     frozen = frozenset(ignore)
@@ -189,7 +189,7 @@ def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad
        shared=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=3), ignore=st.sets(st.sampled_from(["attemptno", "q"])))
 def test_fingerprints_differ_only_when_canonical_texts_differ(a: dict, b: dict, shared: dict, ignore: set[str]) -> None:
     """The cheap test the engine uses before canonical texts never calls two equal signatures different."""
-    from otel_loopguard._signature import argument_fingerprint
+    from otel_loopguard.core.signature import argument_fingerprint
 
     frozen = frozenset(ignore)
     canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)

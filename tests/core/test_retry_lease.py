@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from otel_loopguard._config import LeasePolicy, LoopGuardConfig, RetryPolicy
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import Lease, ToolCall
+from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Lease, ToolCall
 
 from ._helpers import T0, call, kinds, observe_all
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from otel_loopguard._config import DEFAULT_VOLATILE_KEYS, LoopGuardConfig, ToolSettings
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._model import ToolCall
-from otel_loopguard._signature import (
+from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS, LoopGuardConfig, ToolSettings
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
+from otel_loopguard.core.signature import (
     FAILED,
     NORMALIZER_VERSION,
     UNKNOWN,
@@ -208,8 +208,8 @@ def test_result_volatile_fields_do_not_count_as_progress() -> None:
 
 def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> None:
     """Different plain values of a kept key differ; volatile keys, 1 vs true, floats and nested values are left open."""
-    from otel_loopguard._config import DEFAULT_VOLATILE_KEYS
-    from otel_loopguard._signature import Canonicalizer, argument_fingerprint
+    from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS
+    from otel_loopguard.core.signature import Canonicalizer, argument_fingerprint
 
     canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
     kept, dropped = canon.kept(), canon.dropped()
@@ -232,7 +232,7 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
 
 def test_fingerprints_never_parse_text_over_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """With max_argument_bytes below the lazy limit, comparing calls parses no argument longer than the limit."""
-    import otel_loopguard._signature as signature
+    import otel_loopguard.core.signature as signature
 
     parsed: list[int] = []
     real = signature._ms_decode

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Hashable
 
-from otel_loopguard._config import LoopGuardConfig
-from otel_loopguard._engine import LoopEngine
-from otel_loopguard._store import EVICT_CAPACITY, EVICT_IDLE, StateStore
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.store import EVICT_CAPACITY, EVICT_IDLE, StateStore
 
 from ._helpers import call, letters
 

@@ -22,8 +22,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from otel_loopguard._config import LoopGuardConfig
-from otel_loopguard._serve import Server
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.serve.server import Server
 from tests.support.collector_fixtures import REQUIRE_E2E, ROTEL_AGENT_OVERRIDE
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from otel_loopguard import cli
-from otel_loopguard._otlp_read import read_spans
+from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
 from tests.support.span_replay import replay_spans
 
@@ -118,7 +118,7 @@ def test_replay_is_faithful(path: Path, harness: Harness) -> None:
 
 def test_replay_keeps_kvlist_attributes(harness: Harness) -> None:
     """Dict (OTLP kvlist) attribute values survive the replay, as dicts or JSON text, and are judged."""
-    from otel_loopguard._spanrecord import SpanRecord
+    from otel_loopguard.conventions.span import SpanRecord
 
     root = SpanRecord(7, 1, None, "invoke_agent a", 10, 100, {"gen_ai.operation.name": "invoke_agent"})
     tools = [

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace import Span
 
-from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall, TraceState
+from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
+from otel_loopguard.core.engine import TraceState
 from tests.reliability.conftest import KEY, build_pipeline, settle
 from tests.reliability.load import TraceLoad, deep_size, live_instances, one_trace_calls
 

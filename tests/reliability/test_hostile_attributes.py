@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-import otel_loopguard._extract as extract_module
-import otel_loopguard._signature as signature_module
+import otel_loopguard.conventions.extract as extract_module
+import otel_loopguard.core.signature as signature_module
 from otel_loopguard import LoopGuardConfig
 from tests.reliability.conftest import KEY, SECOND, T0, TOOL, Pipeline, build_pipeline, settle
 

@@ -15,9 +15,9 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from otel_loopguard._config import LoopGuardConfig
-from otel_loopguard._emit import VerdictEvent
-from otel_loopguard._serve import Forwarder, Server, build_providers
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.sdk.emit import VerdictEvent
+from otel_loopguard.serve.server import Forwarder, Server, build_providers
 from tests.benchmarks.serve_soak import GRPCClient, HTTPClient
 from tests.reliability.otlp import received_verdict_keys
 from tests.reliability.secret_values import API_KEY, ARGUMENTS, PATH, RESULT, SECRETS

@@ -24,10 +24,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_loopguard import cli
-from otel_loopguard._config import LoopGuardConfig
-from otel_loopguard._emit import VerdictEvent
-from otel_loopguard._replay import TraceReport
-from otel_loopguard._serve import Server
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.sdk.emit import VerdictEvent
+from otel_loopguard.core.judge import TraceReport
+from otel_loopguard.serve.server import Server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
 FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.json") if not p.name.startswith("MANIFEST"))

@@ -11,7 +11,7 @@ import pytest
 from google.rpc import status_pb2
 
 from otel_loopguard import cli
-from otel_loopguard._serve import DEFAULT_GRPC, DEFAULT_HTTP, Server
+from otel_loopguard.serve.server import DEFAULT_GRPC, DEFAULT_HTTP, Server
 
 from ._support import FIXTURE_FILES, Harness, grpc_export, post, to_proto
 

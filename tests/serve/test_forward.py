@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from otel_loopguard._serve import Forwarder
+from otel_loopguard.serve.server import Forwarder
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
 from ._support import FIXTURE_FILES, Harness, grpc_export, post, to_proto

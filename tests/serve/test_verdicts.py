@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from otel_loopguard._config import LoopGuardConfig
+from otel_loopguard.core.config import LoopGuardConfig
 
 from ._support import (
     FIXTURE_FILES,

@@ -1,4 +1,4 @@
-"""Replay decoded spans (:class:`~otel_loopguard._spanrecord.SpanRecord`) through a real SDK ``TracerProvider``.
+"""Replay decoded spans (:class:`~otel_loopguard.conventions.span.SpanRecord`) through a real SDK ``TracerProvider``.
 
 Recorded OTLP traces become live SDK spans with the same names, attributes, parent/child structure, timestamps,
 status and events: spans start in start-time order with an explicit ``start_time`` and their parent's context, and
@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
-from otel_loopguard._spanrecord import SpanRecord
+from otel_loopguard.conventions.span import SpanRecord
 
 __all__ = ["ReplayIdGenerator", "ReplayResult", "replay_spans", "sdk_attribute_value"]
 

@@ -1,0 +1,54 @@
+"""What every command shares: exit statuses, detector options, loading the configuration, error lines, colours."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, Callable
+
+from ..core.config import LoopGuardConfig
+from ..errors import InputError
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+
+# The detector settings a command line may override, as (flag, type, help).
+_DETECTOR_FLAGS = (
+    ("window", int, "recent tool calls searched for repetition"),
+    ("max-period", int, "longest cycle searched for (calls)"),
+    ("min-repetitions", int, "cycles needed before a repetition counts"),
+    ("frequency-limit", int, "times one call may appear in the window"),
+    ("max-steps", int, "step budget per trace (tool calls)"),
+    ("repeat-limit", int, "consecutive identical calls the step audit allows"),
+)
+
+
+def detector_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and the detector flags that override the configuration."""
+    parser.add_argument("--config", metavar="FILE.toml", help="configuration file (see README, Configuration)")
+    for flag, kind, text in _DETECTOR_FLAGS:
+        parser.add_argument(f"--{flag}", type=kind, metavar="N", help=text)
+    parser.add_argument("--max-cost", type=float, metavar="USD", dest="max_cost_usd", help="cost budget per trace")
+
+
+def load_config(args: argparse.Namespace) -> LoopGuardConfig:
+    """The configuration from ``--config``, the environment and the detector flags."""
+    names = [flag.replace("-", "_") for flag, _, _ in _DETECTOR_FLAGS] + ["max_cost_usd"]
+    overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    return LoopGuardConfig.load(getattr(args, "config", None), **overrides)
+
+
+def write_error(exc: InputError, err: IO[str] | None = None) -> None:
+    """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
+    # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
+    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
+
+
+COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",
+          "working": "32"}
+
+
+def painter(color: bool) -> Callable[[str], str]:
+    """A function colouring a verdict or action word for a terminal (the identity without colour)."""
+    if not color:
+        return lambda text: text
+    return lambda text: f"\x1b[{COLORS.get(text, '0')}m{text}\x1b[0m"

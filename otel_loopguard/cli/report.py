@@ -1,0 +1,290 @@
+"""``otel-loopguard report``: loop, intervention, error and cost rates of stored traces, per attribute value.
+
+Traces are read and judged exactly as ``audit`` judges them (same readers, same
+:class:`TraceEvaluator`); this module only adds the grouping and the counting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import IO, Any, Iterable, Iterator, Mapping
+
+from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
+from ..core.config import LoopGuardConfig
+from ..core.engine import LoopEngine
+from ..errors import InputError
+from ..conventions.extract import Extractor
+from ..core.model import STUCK, ToolCall
+from ..core.judge import TraceReport
+from ..conventions.span import SpanRecord
+
+__all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
+
+_EXAMPLES = """examples:
+  otel-loopguard report traces.jsonl --by app.prompt.version
+  otel-loopguard report baseline.jsonl.gz canary.jsonl.gz --by service.version
+  otel-loopguard report exports/ --by gen_ai.request.model --json --config loopguard.toml
+
+The attribute is looked up on the trace's spans first, then on their resource; traces without it
+form the group (none). Cost per trace needs prices in the configuration ([prices."MODEL"]).
+"""
+
+
+def register(commands: Any) -> None:
+    """Add the ``report`` command: loop, intervention and error rates per attribute value."""
+    report = commands.add_parser(
+        "report",
+        help="compare loop, nudge, stop and error rates across prompt versions, models or releases",
+        description="Judge every trace of stored OTLP files and print, per value of an attribute: traces, tool "
+                    "calls per trace, the share of traces that got stuck, were nudged or were stopped, the tool "
+                    "call error rate and the cost per trace.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf) "
+                        "or directories of them")
+    report.add_argument("--by", required=True, metavar="ATTRIBUTE",
+                        help="span or resource attribute to group by, e.g. app.prompt.version")
+    report.add_argument("--json", action="store_true", help="one JSON object per group per line")
+    report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
+    detector_options(report)
+    report.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``otel-loopguard report``; returns the exit status."""
+    return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at)
+
+#: The group of traces that lack the attribute.
+NO_GROUP = "(none)"
+
+
+class _CountingExtractor(Extractor):
+    """The standard extractor, also counting the failed calls it reads (the report's error rate needs them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = 0
+
+    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:  # type: ignore[override]
+        call = super().tool_call(attrs, *args, **kwargs)
+        if call.error is not None:
+            self.failed += 1
+        return call
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Totals of one group of traces.
+
+    Attributes:
+        group: the attribute value (as text), or :data:`NO_GROUP`.
+        traces: traces in the group.
+        tool_calls: tool calls of those traces.
+        failed_calls: tool calls that failed.
+        stuck: traces that were judged ``stuck`` at some point.
+        nudged: traces that got at least one nudge.
+        stopped: traces that were stopped (loop, step budget or cost budget).
+        cost_usd: priced model usage of the group, or None when no prices are configured.
+        unpriced_tokens: tokens of models without a price.
+    """
+
+    group: str
+    traces: int = 0
+    tool_calls: int = 0
+    failed_calls: int = 0
+    stuck: int = 0
+    nudged: int = 0
+    stopped: int = 0
+    cost_usd: float | None = None
+    unpriced_tokens: int = 0
+
+    def _share(self, count: int) -> float:
+        return count / self.traces if self.traces else 0.0
+
+    @property
+    def calls_per_trace(self) -> float:
+        """Mean tool calls per trace."""
+        return self._share(self.tool_calls)
+
+    @property
+    def error_rate(self) -> float:
+        """Failed tool calls per tool call."""
+        return self.failed_calls / self.tool_calls if self.tool_calls else 0.0
+
+    @property
+    def cost_per_trace(self) -> float | None:
+        """Mean priced cost per trace, or None without prices."""
+        return None if self.cost_usd is None else self._share(self.cost_usd)  # type: ignore[arg-type]
+
+    def as_dict(self, attribute: str) -> dict[str, Any]:
+        """The JSON object ``report --json`` prints for this group."""
+        out: dict[str, Any] = {
+            "attribute": attribute,
+            "group": self.group,
+            "traces": self.traces,
+            "tool_calls": self.tool_calls,
+            "tool_calls_per_trace": round(self.calls_per_trace, 6),
+            "stuck": self.stuck,
+            "stuck_share": round(self._share(self.stuck), 6),
+            "nudged": self.nudged,
+            "nudged_share": round(self._share(self.nudged), 6),
+            "stopped": self.stopped,
+            "stopped_share": round(self._share(self.stopped), 6),
+            "failed_calls": self.failed_calls,
+            "error_rate": round(self.error_rate, 6),
+        }
+        if self.cost_usd is not None:
+            out["cost_usd"] = round(self.cost_usd, 6)
+            out["cost_per_trace_usd"] = round(self.cost_per_trace or 0.0, 6)
+            out["unpriced_tokens"] = self.unpriced_tokens
+        return out
+
+
+def _group_key(value: Any) -> str:
+    if value is None:
+        return NO_GROUP
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return json.dumps(list(value), default=str)
+    return str(value)
+
+
+class ReportBuilder:
+    """Adds judged traces to their groups.
+
+    Args:
+        attribute: the grouping attribute.
+        priced: True when the configuration has prices (cost columns are shown).
+    """
+
+    def __init__(self, attribute: str, priced: bool) -> None:
+        self.attribute = attribute
+        self.priced = priced
+        self._groups: dict[str, dict[str, Any]] = {}
+
+    def add(self, report: TraceReport, failed_calls: int) -> None:
+        """Count one trace."""
+        key = _group_key(report.attributes.get(self.attribute))
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = dict(traces=0, tool_calls=0, failed_calls=0, stuck=0, nudged=0, stopped=0,
+                                         cost_usd=0.0, unpriced_tokens=0)
+        g["traces"] += 1
+        g["tool_calls"] += report.steps_used
+        g["failed_calls"] += failed_calls
+        if report.verdict.kind == STUCK or any(t.verdict.kind == STUCK for t in report.transitions):
+            g["stuck"] += 1
+        actions = {i.action for i in report.interventions}
+        g["nudged"] += "nudge" in actions
+        g["stopped"] += "stop" in actions
+        if report.cost is not None:
+            g["cost_usd"] += report.cost.usd
+            g["unpriced_tokens"] += report.cost.unpriced_tokens
+
+    def groups(self) -> list[GroupStats]:
+        """Every group, sorted by value with :data:`NO_GROUP` last."""
+        out = []
+        for key in sorted(self._groups, key=lambda k: (k == NO_GROUP, k)):
+            g = dict(self._groups[key])
+            if not self.priced:
+                g["cost_usd"] = None
+            out.append(GroupStats(key, **g))
+        return out
+
+
+def group_reports(
+    spans: Iterable[SpanRecord], attribute: str, config: LoopGuardConfig, source: str,
+    builder: ReportBuilder, observed_at: float | None = None,
+) -> int:
+    """Judge every trace of ``spans`` and add it to ``builder``; returns the number of traces."""
+    from ..conventions.traces import TraceEvaluator, TraceGrouper
+
+    evaluator = TraceEvaluator(LoopEngine(config), group_by=[attribute])
+    counter = _CountingExtractor()
+    evaluator.extractor = counter
+    count = 0
+
+    def on_trace(trace_spans: list[SpanRecord]) -> None:
+        nonlocal count
+        counter.failed = 0
+        report = evaluator.evaluate(trace_spans, source, observed_at)
+        builder.add(report, counter.failed)
+        count += 1
+
+    grouper = TraceGrouper(on_trace)
+    for span in spans:
+        grouper.add(span)
+    grouper.flush()
+    return count
+
+
+def _expand(paths: Iterable[str]) -> Iterator[str]:
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield os.path.join(root, name)
+        else:
+            yield path
+
+
+def _percent(part: float) -> str:
+    return f"{100 * part:.1f}%"
+
+
+def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None:
+    """Print the groups as an aligned table."""
+    headers = [attribute, "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
+    priced = any(g.cost_usd is not None for g in groups)
+    if priced:
+        headers.append("cost/trace")
+    rows = []
+    for g in groups:
+        row = [g.group, str(g.traces), f"{g.calls_per_trace:.2f}", _percent(g._share(g.stuck)),
+               _percent(g._share(g.nudged)), _percent(g._share(g.stopped)), _percent(g.error_rate)]
+        if priced:
+            row.append(f"${g.cost_per_trace or 0.0:.4f}" + ("*" if g.unpriced_tokens else ""))
+        rows.append(row)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    for line in [headers, *rows]:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
+        out.write("  ".join(cells).rstrip() + "\n")
+    if priced and any(g.unpriced_tokens for g in groups):
+        out.write("* some model usage had no price in the configuration; that usage is not in the cost\n")
+
+
+def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
+               at: float | None = None, out: IO[str] | None = None) -> int:
+    """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read)."""
+    from ..otlp.read import read_spans
+
+    out = out if out is not None else sys.stdout
+    builder = ReportBuilder(attribute, priced=bool(config.prices))
+    failed = False
+
+    def on_error(exc: InputError) -> None:
+        nonlocal failed
+        failed = True
+        write_error(exc)
+
+    traces = 0
+    for path in _expand(paths):
+        traces += group_reports(read_spans(path, on_error=on_error), attribute, config, path, builder, at)
+    groups = builder.groups()
+    if as_json:
+        for g in groups:
+            out.write(json.dumps(g.as_dict(attribute)) + "\n")
+    elif groups:
+        format_table(groups, attribute, out)
+    else:
+        out.write("no traces found\n")
+    out.flush()
+    return EXIT_ERROR if failed else EXIT_OK

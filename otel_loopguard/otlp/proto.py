@@ -1,0 +1,184 @@
+"""Decode serialised protobuf ``ExportTraceServiceRequest`` messages into :class:`SpanRecord`.
+
+Reads the generated message objects directly (no detour through JSON). The
+rules beyond what protobuf itself enforces (id lengths, the status enum, the
+nesting limit) and the error locations are the JSON decoder's, so both
+formats accept and refuse the same things and name fields the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ..errors import InputError
+from .json_general import MAX_VALUE_DEPTH, STATUS_CODES, STATUS_ERROR, _Bad, bad_status_code
+from ..conventions.span import SpanRecord
+
+__all__ = ["decode_proto_request"]
+
+_PARSE = ExportTraceServiceRequest.FromString
+# The named tuple's own constructor parses arguments; every field is given here.
+_new_record = tuple.__new__
+
+
+def _any_value(value: Any, depth: int) -> Any:
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "string_value":
+        return value.string_value
+    if which == "int_value":
+        return value.int_value
+    if which == "bool_value":
+        return value.bool_value
+    if which == "double_value":
+        return value.double_value
+    if which == "bytes_value":
+        return value.bytes_value
+    if which == "array_value":
+        if depth >= MAX_VALUE_DEPTH:
+            raise _Bad(f"values nested more than {MAX_VALUE_DEPTH} deep", "arrayValue")
+        index = 0
+        try:
+            out = []
+            for index, item in enumerate(value.array_value.values):
+                out.append(_any_value(item, depth + 1))
+            return tuple(out)
+        except _Bad as exc:
+            raise exc.under(f"arrayValue.values[{index}]") from None
+    if which == "kvlist_value":
+        if depth >= MAX_VALUE_DEPTH:
+            raise _Bad(f"values nested more than {MAX_VALUE_DEPTH} deep", "kvlistValue")
+        try:
+            return _attributes(value.kvlist_value.values, depth + 1, keep_empty=True)
+        except _Bad as exc:
+            raise exc.under("kvlistValue.values") from None
+    # string_value_strindex refers to a dictionary that only profiles carry.
+    raise _Bad(f"{which} is not valid in a trace request")
+
+
+def _attributes(kvs: Any, depth: int = 0, *, keep_empty: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    index = 0
+    try:
+        for index, kv in enumerate(kvs):
+            value = kv.value
+            # Every field access builds a wrapper object, so the common case (a
+            # non-empty string) is taken without asking which oneof member is set.
+            text = value.string_value
+            if text:
+                out[kv.key] = text
+                continue
+            which = value.WhichOneof("value")
+            if which == "string_value":
+                out[kv.key] = text
+            elif which == "int_value":
+                out[kv.key] = value.int_value
+            elif which is None:
+                if keep_empty:
+                    out[kv.key] = None
+            else:
+                try:
+                    out[kv.key] = _any_value(value, depth)
+                except _Bad as exc:
+                    raise exc.under("value") from None
+    except _Bad as exc:
+        raise exc.under(f"[{index}]") from None
+    return out
+
+
+def _span_id(raw: bytes, size: int, name: str) -> int:
+    if len(raw) != size:
+        raise _Bad(f"expected {size} bytes, got {len(raw)}", name)
+    return int.from_bytes(raw, "big")
+
+
+def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
+    trace_id = _span_id(span.trace_id, 16, "traceId")
+    span_id = _span_id(span.span_id, 8, "spanId")
+    parent = span.parent_span_id
+    parent_id = _span_id(parent, 8, "parentSpanId") if parent else None
+    try:
+        attrs = _attributes(span.attributes)
+    except _Bad as exc:
+        raise exc.under("attributes") from None
+    status = span.status
+    code = status.code
+    if code not in STATUS_CODES:
+        raise bad_status_code(code)
+    events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
+    if span.events:
+        index = 0
+        try:
+            collected = []
+            for index, event in enumerate(span.events):
+                try:
+                    event_attrs = _attributes(event.attributes)
+                except _Bad as exc:
+                    raise exc.under("attributes") from None
+                collected.append((event.name, event.time_unix_nano, event_attrs))
+            events = tuple(collected)
+        except _Bad as exc:
+            raise exc.under(f"events[{index}]") from None
+    return _new_record(SpanRecord, (trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
+                                    span.end_time_unix_nano, attrs, resource, code == STATUS_ERROR, status.message,
+                                    events))
+
+
+def _request(request: Any) -> list[SpanRecord]:
+    out: list[SpanRecord] = []
+    append = out.append
+    i = 0
+    try:
+        for i, rs in enumerate(request.resource_spans):
+            try:
+                resource = _attributes(rs.resource.attributes)
+            except _Bad as exc:
+                raise exc.under("resource.attributes") from None
+            j = 0
+            try:
+                for j, ss in enumerate(rs.scope_spans):
+                    k = 0
+                    try:
+                        for k, span in enumerate(ss.spans):
+                            append(_span(span, resource))
+                    except _Bad as exc:
+                        raise exc.under(f"spans[{k}]") from None
+            except _Bad as exc:
+                raise exc.under(f"scopeSpans[{j}]") from None
+    except _Bad as exc:
+        raise exc.under(f"resourceSpans[{i}]") from None
+    return out
+
+
+def decode_proto_request(data: bytes, *, source: str = "request") -> list[SpanRecord]:
+    """Decode one serialised protobuf ``ExportTraceServiceRequest``.
+
+    Args:
+        data: the serialised message (bytes, bytearray or memoryview).
+        source: names the input in error messages.
+
+    Returns:
+        The spans of the request, in message order.
+
+    Raises:
+        InputError: the bytes are not a valid message, or a span is malformed
+            (wrong id length, unknown status code); ``location`` says where,
+            with the OTLP/JSON field names.
+        TypeError: ``data`` is not bytes-like.
+    """
+    if not isinstance(data, bytes):
+        if not isinstance(data, (bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+    try:
+        request = _PARSE(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise InputError(f"not a valid protobuf ExportTraceServiceRequest: {exc}", source=source) from None
+    try:
+        return _request(request)
+    except _Bad as exc:
+        raise InputError(exc.message, source=source, location=exc.location or None) from None

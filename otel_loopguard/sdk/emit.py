@@ -1,0 +1,248 @@
+"""Emission: verdict events (Logs API), span events and metrics, only on transitions and interventions."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
+from opentelemetry.metrics import CallbackOptions, MeterProvider, get_meter
+from opentelemetry.metrics import Observation as Measurement
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext
+
+from ..conventions import names as n
+from ..core.model import STUCK, Intervention, Transition, Verdict
+from .._version import VERSION
+
+_AGENT_TOOL_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+_STEP_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+_COST_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 25)
+_DELAY_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 30)
+
+
+class CappedNames:
+    """Keeps a metric attribute low-cardinality: the first ``limit`` distinct names pass, the rest become ``_OTHER``."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, name: str | None) -> str:
+        if not name:
+            return ""
+        if name in self._seen:
+            return name
+        # Unlocked on purpose: a race can admit a few names past the limit, never an unbounded number.
+        if len(self._seen) < self._limit:
+            self._seen.add(name)
+            return name
+        return n.OTHER_TOOL
+
+
+class _Tally:
+    """Counts by attribute values, reported by an observable instrument when the reader collects.
+
+    A synchronous ``Counter.add`` costs the SDK several microseconds (attribute hashing, view matching,
+    aggregation locks); tool calls, trace starts and transitions happen on the application's thread, so
+    their counts are kept here for a dict update under a lock and handed to the SDK only at collection
+    time. Values seen once are reported for good, also at zero, as a cumulative synchronous counter shows.
+    """
+
+    def __init__(self, *keys: str) -> None:
+        self._keys = keys
+        self._counts: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, amount: int, *values: str) -> None:
+        with self._lock:
+            self._counts[values] = self._counts.get(values, 0) + amount
+
+    def observe(self, options: CallbackOptions) -> Iterable[Measurement]:
+        with self._lock:
+            counts = list(self._counts.items())
+        keys = self._keys
+        return [Measurement(count, dict(zip(keys, values))) for values, count in counts]
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictEvent:
+    """What listeners receive on every transition or intervention.
+
+    Attributes:
+        trace_id: the trace (int).
+        span_context: the tool span that caused it (None for budget stops from usage).
+        verdict: the verdict after the call.
+        transition: the change of verdict kind, if any.
+        intervention: the nudge or stop, if any.
+        tool: the tool of the call.
+        agent: the agent name, when known.
+        conversation: the conversation id, when known.
+        signature_digest: keyed digest of the call's signature.
+        steps: tool calls of the trace so far.
+        timestamp_ns: when it happened (the span's end).
+    """
+
+    trace_id: int
+    span_context: SpanContext | None
+    verdict: Verdict
+    transition: Transition | None
+    intervention: Intervention | None
+    tool: str | None
+    agent: str | None
+    conversation: str | None
+    signature_digest: str | None
+    steps: int
+    timestamp_ns: int | None
+
+
+def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:
+    """The attributes of the ``loopguard.verdict`` event and span event (no raw arguments or results)."""
+    verdict = event.verdict
+    previous = event.transition.previous if event.transition else verdict.kind
+    attrs: dict[str, Any] = {
+        n.LOOPGUARD_VERDICT: verdict.kind,
+        n.LOOPGUARD_VERDICT_PREVIOUS: previous,
+        n.LOOPGUARD_RULE: event.intervention.rule if event.intervention else verdict.rule,
+        n.LOOPGUARD_STEPS: event.steps,
+        n.LOOPGUARD_INTERVENTION: event.intervention.action if event.intervention else "none",
+        n.LOOPGUARD_NORMALIZER_VERSION: normalizer_version,
+    }
+    if verdict.period is not None:
+        attrs[n.LOOPGUARD_PERIOD] = verdict.period
+    if verdict.repetitions is not None:
+        attrs[n.LOOPGUARD_REPETITIONS] = verdict.repetitions
+    if verdict.cycle_start is not None:
+        attrs[n.LOOPGUARD_CYCLE_START] = verdict.cycle_start
+    digest = verdict.signature_digest or event.signature_digest
+    if digest:
+        attrs[n.LOOPGUARD_SIGNATURE] = digest
+    if event.intervention is not None and event.intervention.message:
+        attrs[n.LOOPGUARD_MESSAGE] = event.intervention.message
+    if event.tool:
+        attrs[n.GEN_AI_TOOL_NAME] = event.tool
+    if event.agent:
+        attrs[n.GEN_AI_AGENT_NAME] = event.agent
+    if event.conversation:
+        attrs[n.GEN_AI_CONVERSATION_ID] = event.conversation
+    return attrs
+
+
+class Emitter:
+    """Owns the logger and the instruments; every emission goes through the providers' own (batching) pipeline.
+
+    Args:
+        logger_provider: where events go; the global one when None.
+        meter_provider: where metrics go; the global one when None.
+        max_names: distinct tool and agent names used as metric attributes before ``_OTHER``.
+        normalizer_version: stamped on every event.
+    """
+
+    def __init__(
+        self,
+        logger_provider: LoggerProvider | None,
+        meter_provider: MeterProvider | None,
+        max_names: int,
+        normalizer_version: str,
+    ) -> None:
+        self._logger = get_logger(n.INSTRUMENTATION_SCOPE, VERSION, logger_provider=logger_provider)
+        meter = get_meter(n.INSTRUMENTATION_SCOPE, VERSION, meter_provider=meter_provider)
+        self._version = normalizer_version
+        self.tool_names = CappedNames(max_names)
+        self.agent_names = CappedNames(max_names)
+        # Observable counters: these change on the application's thread per tool span, trace or transition.
+        self._verdicts = _Tally(n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME)
+        self.verdicts = meter.create_observable_counter(
+            n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
+        )
+        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE)
+        self.interventions = meter.create_observable_counter(
+            n.METRIC_INTERVENTIONS, [self._interventions.observe], n.UNIT_INTERVENTION,
+            "Nudges and stops decided by loopguard",
+        )
+        self._active = _Tally(n.LOOPGUARD_VERDICT)
+        self.active = meter.create_observable_up_down_counter(
+            n.METRIC_TRACES_ACTIVE, [self._active.observe], n.UNIT_TRACE, "Traces tracked now, by current verdict"
+        )
+        self._tool_calls = _Tally(n.GEN_AI_TOOL_NAME)
+        self.tool_calls = meter.create_observable_counter(
+            n.METRIC_TOOL_CALLS, [self._tool_calls.observe], n.UNIT_TOOL_CALL, "Tool calls observed"
+        )
+        self.trace_steps = meter.create_histogram(
+            n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace",
+            explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
+        )
+        self.trace_cost = meter.create_histogram(
+            n.METRIC_TRACE_COST, n.UNIT_USD, "Model usage cost per finished trace",
+            explicit_bucket_boundaries_advisory=_COST_BUCKETS,
+        )
+        self.detection_delay = meter.create_histogram(
+            n.METRIC_DETECTION_DELAY, n.UNIT_STEP, "Calls from a cycle's start to its stuck verdict",
+            explicit_bucket_boundaries_advisory=_DELAY_BUCKETS,
+        )
+        self.agent_tool_calls = meter.create_histogram(
+            n.METRIC_AGENT_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished agent invocation",
+            explicit_bucket_boundaries_advisory=_AGENT_TOOL_CALL_BUCKETS,
+        )
+        self.evicted = meter.create_counter(n.METRIC_TRACES_EVICTED, n.UNIT_TRACE, "Trace states evicted before their end")
+        self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
+
+    def tool_call(self, tool: str) -> None:
+        """Count one tool call."""
+        self._tool_calls.add(1, self.tool_names(tool))
+
+    def emit(self, event: VerdictEvent, target: Span | None) -> None:
+        """Send the event, the span event on ``target`` (the agent or root span) and the metrics."""
+        attrs = event_attributes(event, self._version)
+        stuck_or_stop = event.verdict.kind == STUCK or (
+            event.intervention is not None and event.intervention.action == "stop"
+        )
+        context = None
+        if event.span_context is not None:
+            context = trace.set_span_in_context(NonRecordingSpan(event.span_context))
+        body = event.intervention.message if event.intervention else (
+            f"trace is {event.verdict.kind} (rule {event.verdict.rule})"
+        )
+        self._logger.emit(
+            timestamp=event.timestamp_ns,
+            context=context,
+            severity_number=SeverityNumber.WARN if stuck_or_stop else SeverityNumber.INFO,
+            severity_text="WARN" if stuck_or_stop else "INFO",
+            body=body,
+            attributes=attrs,
+            event_name=n.EVENT_VERDICT,
+        )
+        if target is not None and target.is_recording():
+            target.add_event(n.EVENT_VERDICT, attrs, event.timestamp_ns)
+        if event.transition is not None:
+            t = event.transition
+            self._verdicts.add(1, t.verdict.kind, t.previous, t.verdict.rule, self.agent_names(event.agent))
+            self._active.add(-1, t.previous)
+            self._active.add(1, t.verdict.kind)
+            if t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
+                self.detection_delay.record(t.verdict.step - t.verdict.cycle_start + 1)
+        if event.intervention is not None:
+            self._interventions.add(1, event.intervention.action, event.intervention.rule)
+
+    def trace_started(self, verdict: str = "working") -> None:
+        """A trace is tracked: a new one (working) or one resumed by late spans (its current verdict)."""
+        self._active.add(1, verdict)
+
+    def trace_finished(self, verdict: str, steps: int, cost: float | None, evicted: str | None = None) -> None:
+        """A trace was released (its root ended) or evicted; record its final figures."""
+        self._active.add(-1, verdict)
+        if steps:
+            self.trace_steps.record(steps)
+        if cost is not None:
+            self.trace_cost.record(cost)
+        if evicted is not None:
+            self.evicted.add(1, {n.LOOPGUARD_EVICTION_REASON: evicted})
+
+    def agent_finished(self, agent: str | None, tool_calls: int) -> None:
+        """An agent invocation ended after ``tool_calls`` tool calls."""
+        self.agent_tool_calls.record(tool_calls, {n.GEN_AI_AGENT_NAME: self.agent_names(agent)})
+
+    def error(self, error_type: str) -> None:
+        """Count a failure inside a hook."""
+        self.errors.add(1, {n.ERROR_TYPE: error_type})

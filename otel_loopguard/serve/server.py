@@ -1,0 +1,407 @@
+"""``otel-loopguard serve``: an OTLP trace receiver that judges agents written in any language.
+
+An agent (any language, any framework) exports its GenAI spans with its own OTLP exporter, directly or through a
+Collector, to ``serve``. ``serve`` decodes each request with the same decoders as ``audit``
+(:func:`decode_proto_request`, :func:`decode_json_request`), extracts tool calls and model usage with the
+processor's extractor, and judges each trace with the processor's engine, incrementally, as spans arrive (see
+:mod:`otel_loopguard._serve_eval` for how out-of-order and late spans keep the verdicts equal to ``audit``'s).
+
+What it sends: on every transition and intervention, the ``loopguard.verdict`` log-record event, carrying the
+trace and span context of the tool span that caused it (so a log backend links to the trace), and the same
+metrics as the processor, through the SDK's OTLP log and metric exporters configured by the standard
+``OTEL_EXPORTER_OTLP_*`` variables (``service.name`` defaults to ``otel-loopguard``). It cannot add the
+``loopguard.verdict`` *span event* the processor adds, because the spans were already exported by the agent; with
+``--forward`` the received spans are passed on unchanged to the OTLP traces endpoint, so ``serve`` can sit in a
+pipeline. The ``gen_ai.invoke_agent.tool_calls`` histogram is not recorded (it needs the agent span open while
+its tool calls end, which only the processor sees).
+
+Receivers bind 127.0.0.1 unless given another address. Malformed requests get OTLP error responses and never
+stop the server. :meth:`Server.stop` (SIGTERM/SIGINT in the command) stops the receivers, finishes every open
+trace, sends its events and flushes the providers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any, Callable, Mapping
+
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.metrics import MeterProvider
+
+from ..core.config import LoopGuardConfig
+from ..sdk.emit import Emitter, VerdictEvent
+from ..core.engine import LoopEngine
+from ..core.judge import TraceReport
+from .table import FinishedTrace, ServeStats, TraceTable
+from .grpc_server import OTLPGrpcServer
+from .http_server import JSON, OTLPHTTPServer
+from ..conventions.span import SpanRecord
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_GRPC = "127.0.0.1:4317"
+DEFAULT_HTTP = "127.0.0.1:4318"
+DEFAULT_IDLE = 5.0
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_SERVICE_NAME = "otel-loopguard"
+
+__all__ = ["Server", "ServeStats", "run_serve"]
+
+
+def _split_address(address: str, what: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{what} address must be HOST:PORT, got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class Server:
+    """An OTLP/gRPC and OTLP/HTTP trace receiver that judges every trace it receives.
+
+    Args:
+        config: settings; :meth:`LoopGuardConfig.load` when None.
+        grpc_address: ``host:port`` of the OTLP/gRPC receiver; None or "" disables it; port 0 picks a free one.
+        http_address: ``host:port`` of the OTLP/HTTP receiver (``POST /v1/traces``); None or "" disables it.
+        idle: seconds without a new span after which a trace is finished.
+        logger_provider: receives ``loopguard.verdict`` events; the global one when None.
+        meter_provider: receives the metrics; the global one when None.
+        forward: called with each accepted request's raw body and content type (``--forward``).
+        max_body: the largest request accepted, in bytes (decompressed, for gzip).
+        clock: monotonic seconds (the idle timer).
+
+    Raises:
+        ValueError: an address or ``idle`` is invalid.
+    """
+
+    def __init__(
+        self,
+        config: LoopGuardConfig | None = None,
+        *,
+        grpc_address: str | None = DEFAULT_GRPC,
+        http_address: str | None = DEFAULT_HTTP,
+        idle: float = DEFAULT_IDLE,
+        logger_provider: LoggerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        forward: Callable[[bytes, str], None] | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not idle > 0:
+            raise ValueError(f"idle must be a positive number of seconds, got {idle!r}")
+        if max_body <= 0:
+            raise ValueError(f"max_body must be positive, got {max_body!r}")
+        self.config = config if config is not None else LoopGuardConfig.load()
+        engine = LoopEngine(self.config)
+        self._table = TraceTable(engine, idle)
+        self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
+                                engine.normalizer_version)
+        self._grpc_address = grpc_address or None
+        self._http_address = _split_address(http_address, "--http") if http_address else None
+        if self._grpc_address:
+            _split_address(self._grpc_address, "--grpc")
+        self._forward = forward
+        self._max_body = max_body
+        self._clock = clock
+        self._listeners: list[Callable[[VerdictEvent], None]] = []
+        self._report_listeners: list[Callable[[TraceReport], None]] = []
+        self._grpc: OTLPGrpcServer | None = None
+        self._http: OTLPHTTPServer | None = None
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> Server:
+        """Bind and start the receivers and the idle sweeper.
+
+        Returns:
+            self.
+
+        Raises:
+            OSError: an address cannot be bound.
+        """
+        with self._state_lock:
+            if self._started:
+                raise RuntimeError("server already started")
+            self._started = True
+        try:
+            if self._http_address is not None:
+                self._http = OTLPHTTPServer(self._http_address, self._receive, self._max_body, self._table.reject)
+            if self._grpc_address is not None:
+                self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._max_body, self._table.reject)
+        except Exception:
+            if self._http is not None:
+                self._http.server_close()
+            raise
+        if self._http is not None:
+            self._http.start()
+        if self._grpc is not None:
+            self._grpc.start()
+        self._sweeper = threading.Thread(target=self._sweep, name="loopguard-serve-idle", daemon=True)
+        self._sweeper.start()
+        return self
+
+    def stop(self, drain: bool = True) -> None:
+        """Stop the receivers; with ``drain``, finish every open trace and send its events. Safe to call twice."""
+        with self._state_lock:
+            if self._stopped or not self._started:
+                self._stopped = True
+                return
+            self._stopped = True
+        self._stop.set()
+        if self._grpc is not None:
+            self._grpc.stop()
+        if self._http is not None:
+            self._http.stop()
+        if self._sweeper is not None:
+            self._sweeper.join()
+        if drain:
+            self.finish_all()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- observation ------------------------------------------------------------
+
+    @property
+    def grpc_port(self) -> int | None:
+        """The bound OTLP/gRPC port, or None when disabled."""
+        return self._grpc.port if self._grpc is not None else None
+
+    @property
+    def http_port(self) -> int | None:
+        """The bound OTLP/HTTP port, or None when disabled."""
+        return self._http.server_address[1] if self._http is not None else None
+
+    @property
+    def http_host(self) -> str | None:
+        """The host the OTLP/HTTP receiver is bound to, or None when disabled."""
+        return str(self._http.server_address[0]) if self._http is not None else None
+
+    def stats(self) -> ServeStats:
+        """A snapshot of the counters."""
+        return self._table.stats()
+
+    def add_listener(self, listener: Callable[[VerdictEvent], None]) -> None:
+        """Call ``listener(event)`` on every transition and intervention (on a receiver or the sweeper thread)."""
+        self._listeners.append(listener)
+
+    def add_report_listener(self, listener: Callable[[TraceReport], None]) -> None:
+        """Call ``listener(report)`` when a trace is finished (the report ``audit --json`` prints for its spans)."""
+        self._report_listeners.append(listener)
+
+    def finish_all(self) -> None:
+        """Finish every open trace now and send what that decides (the drain on shutdown)."""
+        events, finished = self._table.finish_all()
+        self._publish(events, finished)
+
+    def ingest(self, spans: list[SpanRecord]) -> None:
+        """Judge decoded spans as if they arrived in one request (what the receivers call)."""
+        events, tools, finished, started = self._table.add(spans, self._clock())
+        for kind in started:
+            # The processor counts a trace as active from its first tool or model span; so does serve.
+            # A finished trace reopened by late spans comes back with its verdict, a new one as working.
+            self._emitter.trace_started(kind)
+        for tool in tools:
+            self._emitter.tool_call(tool)
+        self._publish(events, finished)
+
+    # -- internals ------------------------------------------------------------
+
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> None:
+        self.ingest(spans)
+        if self._forward is not None:
+            try:
+                self._forward(body, content_type)
+            except Exception as exc:  # noqa: BLE001 - forwarding is best effort; judging already happened
+                _logger.warning("otel-loopguard serve: forwarding failed: %s", exc)
+
+    def _sweep(self) -> None:
+        tick = min(0.25, self._table.idle / 4)
+        while not self._stop.wait(tick):
+            try:
+                events, finished = self._table.finish_idle(self._clock())
+                self._publish(events, finished)
+            except Exception as exc:  # noqa: BLE001 - the sweeper must outlive one bad trace
+                _logger.warning("otel-loopguard serve: finishing idle traces failed: %s", exc, exc_info=exc)
+
+    def _publish(self, events: list[VerdictEvent], finished: list[FinishedTrace]) -> None:
+        for event in events:
+            self._emitter.emit(event, None)
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception as exc:  # noqa: BLE001
+                    self._emitter.error(type(exc).__name__)
+        for done in finished:
+            report = done.report
+            if done.tracked:
+                cost = report.cost.usd if report.cost is not None and done.seen_usage else None
+                self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)
+            for report_listener in self._report_listeners:
+                try:
+                    report_listener(report)
+                except Exception as exc:  # noqa: BLE001
+                    self._emitter.error(type(exc).__name__)
+
+
+# -- forwarding -----------------------------------------------------------------------------------------------
+
+
+class Forwarder:
+    """Sends received trace requests on, unchanged, to the OTLP traces endpoint (``--forward``).
+
+    Uses OTLP/gRPC unless ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``/``OTEL_EXPORTER_OTLP_PROTOCOL`` says
+    ``http/protobuf`` or ``http/json``; the endpoint comes from ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``. Over gRPC only protobuf requests can be forwarded (JSON ones are counted in
+    ``skipped``). Sending is synchronous on the receiving thread, so a slow backend slows the sender (back
+    pressure rather than an unbounded queue).
+
+    Args:
+        environ: the environment to read the settings from.
+    """
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        protocol = (environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                    or "grpc").strip().lower()
+        self.skipped = 0
+        self._timeout = 10.0
+        self._http = protocol.startswith("http")
+        endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if self._http:
+            if not endpoint:
+                base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+                endpoint = base.rstrip("/") + "/v1/traces"
+            self._url = endpoint
+        else:
+            import grpc  # noqa: PLC0415
+
+            endpoint = endpoint or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4317"
+            target = endpoint.split("://", 1)[-1].rstrip("/")
+            self._channel = grpc.insecure_channel(target)
+            # Identity serialisers: the received bytes go out as they came.
+            self._export = self._channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None, response_deserializer=None,
+            )
+
+    def __call__(self, body: bytes, content_type: str) -> None:
+        """Forward one request body."""
+        if self._http:
+            request = urllib.request.Request(self._url, data=body, headers={"Content-Type": content_type},
+                                             method="POST")
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310 - configured URL
+                response.read()
+            return
+        if content_type == JSON:
+            self.skipped += 1
+            return
+        self._export(body, timeout=self._timeout)
+
+    def close(self) -> None:
+        """Release the connection."""
+        if not self._http:
+            self._channel.close()
+
+
+# -- the command ---------------------------------------------------------------------------------------------
+
+
+def build_providers(environ: Mapping[str, str]) -> tuple[Any, Any]:
+    """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say.
+
+    ``service.name`` is ``otel-loopguard`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` set it.
+    """
+    from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider  # noqa: PLC0415
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource  # noqa: PLC0415
+
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+
+    def protocol(signal_name: str) -> str:
+        return (environ.get(f"OTEL_EXPORTER_OTLP_{signal_name}_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "grpc").strip().lower()
+
+    if protocol("LOGS").startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[assignment] # noqa: PLC0415
+            OTLPLogExporter,
+        )
+    if protocol("METRICS").startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[assignment] # noqa: PLC0415
+            OTLPMetricExporter,
+        )
+    logger_provider = SdkLoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    meter_provider = SdkMeterProvider(resource=resource, metric_readers=[reader])
+    return logger_provider, meter_provider
+
+
+def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
+    """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0."""
+    environ = os.environ if environ is None else environ
+    if not args.grpc and not args.http:
+        print("otel-loopguard: error: both receivers are disabled (--grpc '' --http '')", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    logger_provider, meter_provider = build_providers(environ)
+    forwarder = Forwarder(environ) if args.forward else None
+    try:
+        server = Server(config, grpc_address=args.grpc, http_address=args.http, idle=args.idle,
+                        logger_provider=logger_provider, meter_provider=meter_provider, forward=forwarder)
+    except ValueError as exc:
+        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        return 2
+    parts = []
+    if server.grpc_port is not None:
+        parts.append(f"grpc {args.grpc.rpartition(':')[0]}:{server.grpc_port}")
+    if server.http_port is not None:
+        parts.append(f"http {server.http_host}:{server.http_port}")
+    print(f"otel-loopguard serve: listening on {', '.join(parts)}", file=sys.stderr, flush=True)
+    try:
+        # Event.wait without a timeout cannot be interrupted by a signal on every platform; wake up now and then.
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.stop(drain=True)
+        if forwarder is not None:
+            forwarder.close()
+        logger_provider.shutdown()
+        meter_provider.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stats = server.stats()
+    print(f"otel-loopguard serve: stopped after {stats.spans} spans, {stats.finished_traces} traces",
+          file=sys.stderr, flush=True)
+    return 0
