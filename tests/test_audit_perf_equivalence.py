@@ -175,7 +175,7 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
 
     sys.path.insert(0, str(TESTS / "benchmarks"))
     try:
-        import audit as bench  # noqa: PLC0415 - the benchmark's generator, so the pinned file is the measured shape
+        import audit as bench
     finally:
         sys.path.pop(0)
     cases: list[tuple[str, list[str]]] = []
@@ -198,7 +198,7 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
                 for span in ss.get("spans", []):
                     for name in ("traceId", "spanId", "parentSpanId"):
                         if span.get(name):
-                            import base64  # noqa: PLC0415
+                            import base64
 
                             span[name] = base64.b64encode(bytes.fromhex(span[name])).decode()
         request.MergeFrom(ParseDict(part, ExportTraceServiceRequest()))
@@ -226,7 +226,7 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
 
 
 def _run(argv: list[str], tmp: Path) -> dict[str, Any]:
-    from otel_loopguard.cli import main  # noqa: PLC0415
+    from otel_loopguard.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -19,10 +19,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
+from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.errors import InputError
 from otel_loopguard.otlp.read import decode_json_request, decode_proto_request, read_spans
 from otel_loopguard.sdk.otlp_write import spans_to_otlp_dict, write_otlp_json
-from otel_loopguard.conventions.span import SpanRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 

@@ -81,7 +81,7 @@ def test_telemetry_names_live_in_one_module() -> None:
             and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
         }
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                if node.value.startswith(("loopguard.", "gen_ai.")):
-                    offenders.append(f"{path.name}: {node.value}")
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and node.value.startswith(("loopguard.", "gen_ai."))):
+                offenders.append(f"{path.name}: {node.value}")
     assert offenders == []

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Sequence
 
 from ..errors import ConfigError, InputError, LoopGuardError
 from . import audit, demo, report, serve

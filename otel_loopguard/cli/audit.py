@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine

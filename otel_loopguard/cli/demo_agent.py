@@ -15,10 +15,15 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any
 
 from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -26,19 +31,21 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 from ..conventions import names as n
-from .options import COLORS as _COLORS
 from ..core.config import LoopGuardConfig, config_values
-from ..sdk.emit import VerdictEvent
-from ..errors import LoopStopped
 from ..core.model import Intervention
-from ..sdk.processor import LoopGuardSpanProcessor
+from ..errors import LoopStopped
 from ..harness import with_nudge
+from ..sdk.emit import VerdictEvent
+from ..sdk.otlp_write import write_otlp_json
+from ..sdk.processor import LoopGuardSpanProcessor
+from ..sdk.providers import otlp_exporter
+from .options import COLORS as _COLORS
 
 __all__ = ["DEMO_CONFIG_TOML", "DemoResult", "ScenarioResult", "demo_config", "run_demo"]
 
@@ -457,23 +464,7 @@ def _exporters(environ: Mapping[str, str]) -> tuple[Any, Any, Any] | None:
     """OTLP span, log and metric exporters when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (they read it themselves)."""
     if not environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return None
-    protocol = environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc").strip().lower()
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    else:
-        if protocol != "http/protobuf":
-            print(f"otel-loopguard: OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported here; "
-                  "using http/protobuf", file=sys.stderr)
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # type: ignore[assignment]
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-            OTLPMetricExporter,
-        )
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-            OTLPSpanExporter,
-        )
-    return OTLPSpanExporter(), OTLPLogExporter(), OTLPMetricExporter()
+    return otlp_exporter("traces", environ), otlp_exporter("logs", environ), otlp_exporter("metrics", environ)
 
 
 def run_demo(
@@ -507,11 +498,6 @@ def run_demo(
     exporters = _exporters(env) if meter_provider is None and logger_provider is None else None
     resource = Resource.create({} if env.get("OTEL_SERVICE_NAME") else {"service.name": _SERVICE_NAME})
     if exporters is not None:
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
         logger_provider = LoggerProvider(resource=resource)
         logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporters[1]))
         meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(exporters[2])])
@@ -555,8 +541,6 @@ def run_demo(
     spans = tuple(memory.get_finished_spans())
     _summary(results, stream, paint)
     if out is not None:
-        from ..sdk.otlp_write import write_otlp_json
-
         write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
         stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n")
     if exporters is not None:

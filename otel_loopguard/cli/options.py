@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Callable
+from collections.abc import Callable
+from typing import IO
 
 from ..core.config import LoopGuardConfig
 from ..errors import InputError

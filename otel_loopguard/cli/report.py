@@ -10,17 +10,20 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Iterable, Iterator, Mapping
+from typing import IO, Any
 
-from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
+from ..conventions.extract import Extractor
+from ..conventions.span import SpanRecord
+from ..conventions.traces import TraceEvaluator, TraceGrouper
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
-from ..errors import InputError
-from ..conventions.extract import Extractor
-from ..core.model import STUCK, ToolCall
 from ..core.judge import TraceReport
-from ..conventions.span import SpanRecord
+from ..core.model import STUCK, ToolCall
+from ..errors import InputError
+from ..otlp.read import read_spans
+from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
 
@@ -70,7 +73,7 @@ class _CountingExtractor(Extractor):
         super().__init__()
         self.failed = 0
 
-    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:  # type: ignore[override]
+    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:
         call = super().tool_call(attrs, *args, **kwargs)
         if call.error is not None:
             self.failed += 1
@@ -173,8 +176,8 @@ class ReportBuilder:
         key = _group_key(report.attributes.get(self.attribute))
         g = self._groups.get(key)
         if g is None:
-            g = self._groups[key] = dict(traces=0, tool_calls=0, failed_calls=0, stuck=0, nudged=0, stopped=0,
-                                         cost_usd=0.0, unpriced_tokens=0)
+            g = self._groups[key] = {"traces": 0, "tool_calls": 0, "failed_calls": 0, "stuck": 0, "nudged": 0,
+                                     "stopped": 0, "cost_usd": 0.0, "unpriced_tokens": 0}
         g["traces"] += 1
         g["tool_calls"] += report.steps_used
         g["failed_calls"] += failed_calls
@@ -203,8 +206,6 @@ def group_reports(
     builder: ReportBuilder, observed_at: float | None = None,
 ) -> int:
     """Judge every trace of ``spans`` and add it to ``builder``; returns the number of traces."""
-    from ..conventions.traces import TraceEvaluator, TraceGrouper
-
     evaluator = TraceEvaluator(LoopEngine(config), group_by=[attribute])
     counter = _CountingExtractor()
     evaluator.extractor = counter
@@ -264,8 +265,6 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
 def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
                at: float | None = None, out: IO[str] | None = None) -> int:
     """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read)."""
-    from ..otlp.read import read_spans
-
     out = out if out is not None else sys.stdout
     builder = ReportBuilder(attribute, priced=bool(config.prices))
     failed = False

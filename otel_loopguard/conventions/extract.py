@@ -7,11 +7,12 @@ and ``serve`` (decoded OTLP) share one reading of every convention.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from . import names as n
 from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
+from . import names as n
 
 ROLE_TOOL = "tool"
 ROLE_LLM = "llm"

@@ -7,8 +7,9 @@ serves the processor, ``audit`` and ``serve``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

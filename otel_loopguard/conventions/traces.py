@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-from ..core.step_audit import audit_calls
 from ..core.engine import LoopEngine
-from .extract import ROLE_LLM, ROLE_TOOL, Extractor, llm_usage, span_role
-from ..core.model import STUCK, ToolCall
-from .names import GEN_AI_OPERATION_NAME, MCP_METHOD_NAME, OP_EXECUTE_TOOL
 from ..core.judge import Replay, TraceReport
+from ..core.model import STUCK, ToolCall
+from ..core.step_audit import audit_calls
+from .extract import ROLE_LLM, ROLE_TOOL, Extractor, llm_usage, span_role
+from .names import GEN_AI_OPERATION_NAME, MCP_METHOD_NAME, OP_EXECUTE_TOOL
 from .span import SpanRecord
 
 _END_NS = attrgetter("end_ns")
@@ -47,7 +48,7 @@ class TraceEvaluator:
             if attrs:
                 # Most spans of an agent's trace are tool calls: told apart without the call to span_role.
                 role = ROLE_TOOL if attrs.get(GEN_AI_OPERATION_NAME) == OP_EXECUTE_TOOL else span_role(attrs)
-                if role == ROLE_TOOL or role == ROLE_LLM:
+                if role in (ROLE_TOOL, ROLE_LLM):
                     marked.append((span.start_ns, span.end_ns, index, role, span))
         marked.sort()
         replay = Replay(self.engine)

@@ -13,16 +13,18 @@ import logging
 import math
 import os
 import secrets
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 _logger = logging.getLogger(__name__)
 

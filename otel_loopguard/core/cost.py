@@ -8,8 +8,9 @@ GenAI conventions count cached tokens *inside* ``gen_ai.usage.input_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from .config import Prices
 
@@ -95,8 +96,8 @@ def _cost_total_builder() -> Callable[[float, int, frozenset[str]], CostTotal]:
     # A trace adds one total per model call; setting the slots directly skips the frozen dataclass's
     # object.__setattr__ per field (the same object, about twice as fast to build).
     new = object.__new__
-    set_usd, set_tokens, set_models = (CostTotal.usd.__set__, CostTotal.unpriced_tokens.__set__,  # type: ignore[attr-defined]
-                                       CostTotal.unpriced_models.__set__)  # type: ignore[attr-defined]
+    slots: Any = CostTotal
+    set_usd, set_tokens, set_models = (slots.usd.__set__, slots.unpriced_tokens.__set__, slots.unpriced_models.__set__)
 
     def build(usd: float, tokens: int, models: frozenset[str]) -> CostTotal:
         total = new(CostTotal)

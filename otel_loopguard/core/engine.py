@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .config import LoopGuardConfig, RetryPolicy
 from .cost import CostTotal, Usage
@@ -62,7 +63,7 @@ _PENDING = "\x00pending"
 class _Tool:
     """One tool's effective settings, resolved once per tool name (a slotted class: read on every call)."""
 
-    __slots__ = ("exempt", "min_reps", "limit", "retry", "ignore", "kept", "dropped")
+    __slots__ = ("dropped", "exempt", "ignore", "kept", "limit", "min_reps", "retry")
 
     def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
                  key_rules: tuple[set[str], Callable[[str], bool]]) -> None:
@@ -83,7 +84,7 @@ class _Entry:
     form is kept, never both (the fingerprint is one int), so memory stays bounded.
     """
 
-    __slots__ = ("index", "tool", "info", "raw", "shape", "canon", "res", "evidence", "incomplete", "start", "end")
+    __slots__ = ("canon", "end", "evidence", "incomplete", "index", "info", "raw", "res", "shape", "start", "tool")
 
     def __init__(self, index: int, tool: str, info: _Tool, raw: str | None, canon: str | None, res: Any,
                  evidence: str | None, incomplete: bool, start: float | None, end: float | None) -> None:
@@ -109,11 +110,34 @@ class TraceState:
     """
 
     __slots__ = (
-        "index", "recent", "tool_counts", "match", "ev_match", "last_incomplete",
-        "retry_on", "retry_attempts", "retry_ok", "lease", "lease_entry", "lease_renewals",
-        "verdict", "transitions", "transition_count", "stuck_streak", "stuck_cycle", "episode_nudged",
-        "after_nudge", "nudges", "stop", "last_intervention", "step_limit_hit", "cost", "cost_limit_hit",
-        "extra", "last_digest", "_canonical",
+        "_canonical",
+        "after_nudge",
+        "cost",
+        "cost_limit_hit",
+        "episode_nudged",
+        "ev_match",
+        "extra",
+        "index",
+        "last_digest",
+        "last_incomplete",
+        "last_intervention",
+        "lease",
+        "lease_entry",
+        "lease_renewals",
+        "match",
+        "nudges",
+        "recent",
+        "retry_attempts",
+        "retry_ok",
+        "retry_on",
+        "step_limit_hit",
+        "stop",
+        "stuck_cycle",
+        "stuck_streak",
+        "tool_counts",
+        "transition_count",
+        "transitions",
+        "verdict",
     )
 
     def __init__(self, window: int, max_period: int, normalizer_version: str,

@@ -171,7 +171,7 @@ class Observation(NamedTuple):
         signature_digest: keyed digest of the call's signature, when it caused a transition or intervention.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # a field named like tuple.index, which it hides
     verdict: Verdict
     transition: Transition | None = None
     intervention: Intervention | None = None

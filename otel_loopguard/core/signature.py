@@ -12,10 +12,11 @@ import hashlib
 import hmac
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
-from json.encoder import c_make_encoder, encode_basestring
-from typing import Any, Callable
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from typing import Any
 
 import msgspec
 
@@ -32,7 +33,7 @@ NUDGE_MARKER = "\n\n[loopguard] "
 
 _MAX_DEPTH = 64
 # JSON's insignificant whitespace, as json.decoder skips it.
-_space = json.decoder.WHITESPACE.match
+_space = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 _CACHE_ENTRIES = 4096
 # Only short raw strings are cached so the cache stays small (<= ~8 MiB of keys).
 _CACHE_MAX_KEY = 2048
@@ -163,7 +164,7 @@ class Canonicalizer:
             decoder = json.JSONDecoder(
                 object_hook=self._filter(ignore), parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
             )
-            scan = self._scanners[ignore] = decoder.scan_once
+            scan = self._scanners[ignore] = decoder.scan_once  # type: ignore[attr-defined]
         return scan
 
     def _walker(self, ignore: frozenset[str]) -> tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]:
@@ -340,7 +341,9 @@ if c_make_encoder is not None:
         return "".join(_c_encode(value, 0))
 
 else:  # pragma: no cover - interpreters without the C accelerator
-    _dump = _encoder.encode
+
+    def _dump(value: Any) -> str:
+        return _encoder.encode(value)
 
     def _encode_chunks(value: Any, _level: int) -> tuple[str]:
         return (_encoder.encode(value),)

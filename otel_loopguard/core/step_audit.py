@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from itertools import compress, islice
 from operator import itemgetter, ne
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .jsontext import loads
 from .model import ToolCall
@@ -39,7 +40,8 @@ def audit_trace(steps: Iterable[Mapping[str, Any]], max_steps: int, repeat_limit
     violations: list[str] = []
     if len(steps) > max_steps:
         violations.append(f"step_limit:{len(steps)}")
-    run_start, previous = 0, step_signature(steps[0])
+    run_start = 0
+    previous: str | None = step_signature(steps[0])
     for index in range(1, len(steps) + 1):
         current = step_signature(steps[index]) if index < len(steps) else None
         if current == previous:
@@ -103,6 +105,7 @@ def audit_calls(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dic
     # with "|" that could collide with another signature); only stretches long enough to hold a violating run
     # are compared call by call.
     tools = list(map(_TOOL, calls))
+    stretches: Iterable[tuple[int, int]]
     if "|" in "".join(tools):
         stretches = _stretches_with_pipes(tools)
     else:

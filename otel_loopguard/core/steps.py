@@ -108,7 +108,8 @@ def parse_steps(doc: Any, source: str) -> StepsFile:
         if step.get("wait") is not None:
             wait = step["wait"]
             if not isinstance(wait, dict) or "deadline" not in wait:
-                raise InputError("wait must be an object with owner and deadline", source=source, location=where + ".wait")
+                raise InputError("wait must be an object with owner and deadline", source=source,
+                                 location=where + ".wait")
             owner = wait.get("owner") or ""
             if not isinstance(owner, str):
                 raise InputError("wait.owner must be a string", source=source, location=where + ".wait.owner")

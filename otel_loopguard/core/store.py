@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 S = TypeVar("S")
 
@@ -13,7 +14,7 @@ EVICT_IDLE = "idle"
 
 
 class _Slot(Generic[S]):
-    __slots__ = ("state", "lock", "seen")
+    __slots__ = ("lock", "seen", "state")
 
     def __init__(self, state: S, seen: float) -> None:
         self.state = state
@@ -83,6 +84,11 @@ class StateStore(Generic[S]):
         with self._lock:
             self._expire(now, evicted)
         self._report(evicted)
+
+    def tracked_keys(self) -> list[Hashable]:
+        """A snapshot of the keys."""
+        with self._lock:
+            return list(self._slots)
 
     def items(self) -> list[tuple[Hashable, S]]:
         """A snapshot of (key, state) pairs."""

@@ -21,10 +21,9 @@ import json
 import re
 from typing import Any
 
-
+from ..conventions.span import SpanRecord
 from ..core.jsontext import loads
 from ..errors import InputError
-from ..conventions.span import SpanRecord
 
 __all__ = ["decode_json_document", "decode_json_request"]
 
@@ -379,7 +378,7 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     except _Bad as exc:
         raise exc.under("attributes") from None
     error = False
-    message = ""
+    message: Any = ""
     status = get("status")
     if status is not None:
         if status.__class__ is not dict:

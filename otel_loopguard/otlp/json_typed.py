@@ -14,11 +14,12 @@ refuses the whole request (Python's limit on converting digit strings).
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, cast
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from ..conventions.span import SpanRecord
 from .json_general import (
     _UINT64_LIMIT,
     STATUS_CODES,
@@ -31,7 +32,6 @@ from .json_general import (
     any_value,
     hex_id,
 )
-from ..conventions.span import SpanRecord
 
 __all__ = ["decode_typed"]
 
@@ -47,62 +47,62 @@ class _Fallback(Exception):
 # takes, in document order with the others) makes the value, and so the request, the general decoder's. Not
 # declaring the snake_case names keeps the struct small: it is built for every attribute.
 class _Value(Struct, gc=False, forbid_unknown_fields=True):
-    stringValue: Union[str, UnsetType] = UNSET
-    intValue: Union[str, int, UnsetType] = UNSET
-    boolValue: Union[bool, UnsetType] = UNSET
-    doubleValue: Union[float, int, str, UnsetType] = UNSET
-    arrayValue: Union[Raw, UnsetType] = UNSET
-    kvlistValue: Union[Raw, UnsetType] = UNSET
-    bytesValue: Union[str, UnsetType] = UNSET
+    stringValue: str | UnsetType = UNSET
+    intValue: str | int | UnsetType = UNSET
+    boolValue: bool | UnsetType = UNSET
+    doubleValue: float | int | str | UnsetType = UNSET
+    arrayValue: Raw | UnsetType = UNSET
+    kvlistValue: Raw | UnsetType = UNSET
+    bytesValue: str | UnsetType = UNSET
 
 
 class _KeyValue(Struct, gc=False):
     key: str
-    value: Union[_Value, None] = None
+    value: _Value | None = None
 
 
 class _Status(Struct, gc=False):
-    code: Union[int, str, None] = None
-    message: Union[str, None] = None
+    code: int | str | None = None
+    message: str | None = None
 
 
 class _Span(Struct, gc=False):
-    traceId: Union[str, UnsetType] = UNSET
-    spanId: Union[str, UnsetType] = UNSET
-    parentSpanId: Union[str, None] = None
-    name: Union[str, None] = None
+    traceId: str | UnsetType = UNSET
+    spanId: str | UnsetType = UNSET
+    parentSpanId: str | None = None
+    name: str | None = None
     # OTLP/JSON writes 64-bit integers as strings; some exporters write numbers.
-    startTimeUnixNano: Union[str, int, UnsetType] = UNSET
-    endTimeUnixNano: Union[str, int, UnsetType] = UNSET
-    attributes: Union[list[_KeyValue], None] = None
-    status: Union[_Status, None] = None
-    events: Union[Raw, UnsetType] = UNSET
-    trace_id: Union[Raw, UnsetType] = UNSET
-    span_id: Union[Raw, UnsetType] = UNSET
-    parent_span_id: Union[Raw, UnsetType] = UNSET
-    start_time_unix_nano: Union[Raw, UnsetType] = UNSET
-    end_time_unix_nano: Union[Raw, UnsetType] = UNSET
+    startTimeUnixNano: str | int | UnsetType = UNSET
+    endTimeUnixNano: str | int | UnsetType = UNSET
+    attributes: list[_KeyValue] | None = None
+    status: _Status | None = None
+    events: Raw | UnsetType = UNSET
+    trace_id: Raw | UnsetType = UNSET
+    span_id: Raw | UnsetType = UNSET
+    parent_span_id: Raw | UnsetType = UNSET
+    start_time_unix_nano: Raw | UnsetType = UNSET
+    end_time_unix_nano: Raw | UnsetType = UNSET
 
 
 class _ScopeSpans(Struct, gc=False):
-    spans: Union[list[_Span], None] = None
+    spans: list[_Span] | None = None
 
 
 class _Resource(Struct, gc=False):
-    attributes: Union[list[_KeyValue], None] = None
+    attributes: list[_KeyValue] | None = None
 
 
 class _ResourceSpans(Struct, gc=False):
-    resource: Union[_Resource, None] = None
-    scopeSpans: Union[list[_ScopeSpans], None] = None
-    scope_spans: Union[Raw, UnsetType] = UNSET
-    instrumentationLibrarySpans: Union[Raw, UnsetType] = UNSET
-    instrumentation_library_spans: Union[Raw, UnsetType] = UNSET
+    resource: _Resource | None = None
+    scopeSpans: list[_ScopeSpans] | None = None
+    scope_spans: Raw | UnsetType = UNSET
+    instrumentationLibrarySpans: Raw | UnsetType = UNSET
+    instrumentation_library_spans: Raw | UnsetType = UNSET
 
 
 class _Request(Struct, gc=False):
-    resourceSpans: Union[list[_ResourceSpans], None] = None
-    resource_spans: Union[Raw, UnsetType] = UNSET
+    resourceSpans: list[_ResourceSpans] | None = None
+    resource_spans: Raw | UnsetType = UNSET
 
 
 _decode_request = msgspec.json.Decoder(_Request).decode
@@ -155,10 +155,10 @@ def decode_typed(data: bytes | str) -> list[SpanRecord] | None:
 
     Never raises for bad input: None sends the caller to the general decoder, which reports it.
     """
-    if data.__class__ is bytes and not data.isascii():  # type: ignore[union-attr]
+    if data.__class__ is bytes and not data.isascii():
         # msgspec skips ignored fields without checking their UTF-8, which json.loads refuses.
         try:
-            data.decode("utf-8")  # type: ignore[union-attr]
+            data.decode("utf-8")
         except UnicodeDecodeError:
             return None
     try:
@@ -225,10 +225,10 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
 def _time(value: str | int | UnsetType) -> int:
     if value.__class__ is str:
         # Under 20 digits a uint64 cannot overflow.
-        if len(value) < 20 and value.isdigit() and value.isascii():  # type: ignore[union-attr]
-            return int(value)  # type: ignore[arg-type]
-    elif value.__class__ is int and 0 <= value < _UINT64_LIMIT:  # type: ignore[operator]
-        return value  # type: ignore[return-value]
+        if len(value) < 20 and value.isdigit() and value.isascii():
+            return int(value)
+    elif value.__class__ is int and 0 <= value < _UINT64_LIMIT:
+        return value
     raise _Fallback
 
 
@@ -277,6 +277,7 @@ def _other_value(value: _Value) -> Any:
             return _double(raw)
         if which == "bytes":
             return _bytes(raw)
-        return any_value({which + "Value": _load(raw)}, 0)
+        # Only the array and kvlist fields are declared as Raw: they are decoded here, on demand.
+        return any_value({which + "Value": _load(cast(Raw, raw))}, 0)
     except _Bad:
         raise _Fallback from None

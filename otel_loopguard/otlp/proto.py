@@ -13,9 +13,9 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ..conventions.span import SpanRecord
 from ..errors import InputError
 from .json_general import MAX_VALUE_DEPTH, STATUS_CODES, STATUS_ERROR, _Bad, bad_status_code
-from ..conventions.span import SpanRecord
 
 __all__ = ["decode_proto_request"]
 

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import json
 import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
-from . import json_general as _otlp_json
+from ..conventions.span import SpanRecord
+from ..core.jsontext import loads
 from ..errors import InputError
-from .json_general import decode_json_document, loads, parse_json
+from . import json_general as _otlp_json
+from .json_general import decode_json_document, parse_json
 from .json_typed import decode_typed
 from .proto import decode_proto_request
-from ..conventions.span import SpanRecord
 
 __all__ = ["decode_json_request", "decode_proto_request", "read_spans"]
 
@@ -52,7 +54,7 @@ def decode_json_request(data: bytes | str | dict[str, Any], *, source: str = "re
     request, by the general decoder, which names the problem and where it is.
     """
     if data.__class__ is bytes or data.__class__ is str:
-        spans = decode_typed(data)  # type: ignore[arg-type]
+        spans = decode_typed(data)
         if spans is not None:
             return spans
     return _otlp_json.decode_json_request(data, source=source)
@@ -96,7 +98,7 @@ def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = Non
     try:
         # A large buffer: export lines are often hundreds of kB, and the default 8 kB buffer makes reading a line
         # a chain of small reads and copies (5x the time on the benchmark file).
-        raw = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed by the with block below
+        raw = cast(io.BufferedReader, open(path, "rb", buffering=_READ_BUFFER))  # noqa: SIM115 - closed by the with block
     except OSError as exc:
         report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
         return
@@ -104,7 +106,7 @@ def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = Non
         try:
             stream: IO[bytes] = raw
             if raw.peek(2)[:2] == _GZIP_MAGIC:
-                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+                stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
             name = path.removesuffix(".gz")
             if os.path.splitext(name)[1].lower() in _PROTO_EXTENSIONS:
                 yield from _proto_file(stream.read(), path, report, forced=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry import trace
 
@@ -38,8 +39,9 @@ def post_instrument(*_: Any, environ: Mapping[str, str] | None = None, **__: Any
         _logger.warning("otel_loopguard: the global tracer provider is not an SDK TracerProvider; not enabled")
         return None
     try:
-        from ..core.config import LoopGuardConfig
-        from .processor import LoopGuardSpanProcessor
+        # Imported only when enabled: every process run under opentelemetry-instrument calls this hook.
+        from ..core.config import LoopGuardConfig  # noqa: PLC0415
+        from .processor import LoopGuardSpanProcessor  # noqa: PLC0415
 
         processor = LoopGuardSpanProcessor(LoopGuardConfig.load(environ=env))
     except Exception as exc:  # noqa: BLE001 - a misconfiguration must not stop the host application

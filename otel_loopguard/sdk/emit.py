@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
@@ -12,9 +13,9 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, get_meter
 from opentelemetry.metrics import Observation as Measurement
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext
 
+from .._version import VERSION
 from ..conventions import names as n
 from ..core.model import STUCK, Intervention, Transition, Verdict
-from .._version import VERSION
 
 _AGENT_TOOL_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 _STEP_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
@@ -152,7 +153,9 @@ class Emitter:
         self.tool_names = CappedNames(max_names)
         self.agent_names = CappedNames(max_names)
         # Observable counters: these change on the application's thread per tool span, trace or transition.
-        self._verdicts = _Tally(n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME)
+        self._verdicts = _Tally(
+            n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME
+        )
         self.verdicts = meter.create_observable_counter(
             n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
         )
@@ -185,7 +188,9 @@ class Emitter:
             n.METRIC_AGENT_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished agent invocation",
             explicit_bucket_boundaries_advisory=_AGENT_TOOL_CALL_BUCKETS,
         )
-        self.evicted = meter.create_counter(n.METRIC_TRACES_EVICTED, n.UNIT_TRACE, "Trace states evicted before their end")
+        self.evicted = meter.create_counter(
+            n.METRIC_TRACES_EVICTED, n.UNIT_TRACE, "Trace states evicted before their end"
+        )
         self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
 
     def tool_call(self, tool: str) -> None:

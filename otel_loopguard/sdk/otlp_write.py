@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

@@ -5,10 +5,11 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import weakref
 import time
+import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
@@ -18,10 +19,6 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from ..conventions import names as n
-from ..core.config import LoopGuardConfig
-from ..errors import ConfigError
-from .emit import Emitter, VerdictEvent
-from ..core.engine import LoopEngine, TraceState
 from ..conventions.extract import (
     MARKER_KEYS,
     ROLE_AGENT,
@@ -34,8 +31,12 @@ from ..conventions.extract import (
     llm_usage,
     span_role,
 )
+from ..core.config import LoopGuardConfig
+from ..core.engine import LoopEngine, TraceState
 from ..core.model import NO_INTERVENTION, Intervention, Observation, Verdict
 from ..core.store import StateStore
+from ..errors import ConfigError
+from .emit import Emitter, VerdictEvent
 from .worker import DeferredWork
 
 _logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def _plain(attrs: Any) -> dict[str, Any]:
 
 
 class _Agent:
-    __slots__ = ("span_id", "name", "span", "tool_calls")
+    __slots__ = ("name", "span", "span_id", "tool_calls")
 
     def __init__(self, span_id: int, name: str | None, span: Span) -> None:
         self.span_id = span_id
@@ -249,7 +250,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         try:
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            if not MARKER_KEYS.isdisjoint(span.attributes):
+            if not MARKER_KEYS.isdisjoint(span.attributes or ()):
                 trace_id = span.context.trace_id
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
@@ -299,6 +300,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         with self._open.lock:
             entry = self._open.get(ctx.trace_id, create=True)
+            assert entry is not None  # create=True always returns an entry
             if role == ROLE_AGENT:
                 entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
             elif role == ROLE_TOOL:
@@ -314,7 +316,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._deferred is not None:
             self._deferred.shutdown()
         self._is_shutdown = True
-        for key, _ in self._store.items():
+        for key in self._store.tracked_keys():
             state = self._store.pop(key)
             if state is not None:
                 self._finished(state, None)

@@ -11,7 +11,8 @@ import os
 import threading
 import weakref
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class DeferredWork:

@@ -10,8 +10,9 @@ answered with ``INVALID_ARGUMENT``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent import futures
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
@@ -24,6 +25,10 @@ _logger = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 _EMPTY_RESPONSE = trace_service_pb2.ExportTraceServiceResponse()
+
+
+def _serialize(response: trace_service_pb2.ExportTraceServiceResponse) -> bytes:
+    return response.SerializeToString()
 
 
 class OTLPGrpcServer:
@@ -48,10 +53,10 @@ class OTLPGrpcServer:
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="loopguard-serve-grpc"),
             options=[("grpc.max_receive_message_length", max_body), ("grpc.so_reuseport", 0)],
         )
-        handler = grpc.unary_unary_rpc_method_handler(
+        handler: grpc.RpcMethodHandler[bytes, Any] = grpc.unary_unary_rpc_method_handler(
             self._export,
             request_deserializer=None,
-            response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+            response_serializer=_serialize,
         )
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
         self.port = self._server.add_insecure_port(address)
@@ -74,7 +79,7 @@ class OTLPGrpcServer:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
             self._sink(spans, request, PROTOBUF)
-        except Exception as exc:  # noqa: BLE001 - one bad batch must not take the service down
+        except Exception as exc:
             _logger.warning("otel-loopguard serve: request failed: %s", exc, exc_info=exc)
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
         return _EMPTY_RESPONSE

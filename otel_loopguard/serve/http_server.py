@@ -11,16 +11,16 @@ import json
 import logging
 import threading
 import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from ..conventions.span import SpanRecord
 from ..errors import InputError
 from ..otlp.proto import decode_proto_request
 from ..otlp.read import decode_json_request
-from ..conventions.span import SpanRecord
 
 _logger = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ def gunzip(data: bytes, limit: int) -> bytes:
 def _status_body(content_type: str, code: int, message: str) -> bytes:
     if content_type == JSON:
         return json.dumps({"code": code, "message": message}).encode()
-    return status_pb2.Status(code=code, message=message).SerializeToString()
+    body: bytes = status_pb2.Status(code=code, message=message).SerializeToString()
+    return body
 
 
 class OTLPHTTPServer(ThreadingHTTPServer):
@@ -105,13 +106,13 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in separate writes; with Nagle on, each reply would wait for a delayed ACK (~40 ms).
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's signature
+    def log_message(self, format: str, *args: object) -> None:
         pass  # one line per request on stderr would drown the service's own output
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's method name
+    def do_POST(self) -> None:
         try:
             self._post()
-        except Exception as exc:  # noqa: BLE001 - a bad request must never stop the server
+        except Exception as exc:
             _logger.warning("otel-loopguard serve: request failed: %s", exc, exc_info=exc)
             try:
                 self._reply(500, PROTOBUF, _status_body(PROTOBUF, 13, "internal error"), close=True)

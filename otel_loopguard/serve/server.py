@@ -30,19 +30,20 @@ import sys
 import threading
 import time
 import urllib.request
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 
+from ..conventions.span import SpanRecord
 from ..core.config import LoopGuardConfig
-from ..sdk.emit import Emitter, VerdictEvent
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
-from .table import FinishedTrace, ServeStats, TraceTable
+from ..sdk.emit import Emitter, VerdictEvent
 from .grpc_server import OTLPGrpcServer
 from .http_server import JSON, OTLPHTTPServer
-from ..conventions.span import SpanRecord
+from .table import FinishedTrace, ServeStats, TraceTable
 
 _logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ DEFAULT_IDLE = 5.0
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_SERVICE_NAME = "otel-loopguard"
 
-__all__ = ["Server", "ServeStats", "run_serve"]
+__all__ = ["ServeStats", "Server", "run_serve"]
 
 
 def _split_address(address: str, what: str) -> tuple[str, int]:
@@ -235,7 +236,7 @@ class Server:
             try:
                 events, finished = self._table.finish_idle(self._clock())
                 self._publish(events, finished)
-            except Exception as exc:  # noqa: BLE001 - the sweeper must outlive one bad trace
+            except Exception as exc:
                 _logger.warning("otel-loopguard serve: finishing idle traces failed: %s", exc, exc_info=exc)
 
     def _publish(self, events: list[VerdictEvent], finished: list[FinishedTrace]) -> None:
@@ -293,7 +294,7 @@ class Forwarder:
             target = endpoint.split("://", 1)[-1].rstrip("/")
             self._channel = grpc.insecure_channel(target)
             # Identity serialisers: the received bytes go out as they came.
-            self._export = self._channel.unary_unary(
+            self._export: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._channel.unary_unary(
                 "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                 request_serializer=None, response_deserializer=None,
             )
@@ -303,7 +304,7 @@ class Forwarder:
         if self._http:
             request = urllib.request.Request(self._url, data=body, headers={"Content-Type": content_type},
                                              method="POST")
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310 - configured URL
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 response.read()
             return
         if content_type == JSON:
@@ -320,44 +321,6 @@ class Forwarder:
 # -- the command ---------------------------------------------------------------------------------------------
 
 
-def build_providers(environ: Mapping[str, str]) -> tuple[Any, Any]:
-    """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say.
-
-    ``service.name`` is ``otel-loopguard`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` set it.
-    """
-    from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider  # noqa: PLC0415
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor  # noqa: PLC0415
-    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider  # noqa: PLC0415
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource  # noqa: PLC0415
-
-    resource = Resource.create()
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-
-    def protocol(signal_name: str) -> str:
-        return (environ.get(f"OTEL_EXPORTER_OTLP_{signal_name}_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                or "grpc").strip().lower()
-
-    if protocol("LOGS").startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415
-    else:
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[assignment] # noqa: PLC0415
-            OTLPLogExporter,
-        )
-    if protocol("METRICS").startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
-    else:
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[assignment] # noqa: PLC0415
-            OTLPMetricExporter,
-        )
-    logger_provider = SdkLoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    meter_provider = SdkMeterProvider(resource=resource, metric_readers=[reader])
-    return logger_provider, meter_provider
-
-
 def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
     """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0."""
     environ = os.environ if environ is None else environ
@@ -370,7 +333,9 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    logger_provider, meter_provider = build_providers(environ)
+    from ..sdk.providers import build_providers, service_resource  # noqa: PLC0415 - the SDK loads only here
+
+    logger_provider, meter_provider = build_providers(environ, service_resource(DEFAULT_SERVICE_NAME))
     forwarder = Forwarder(environ) if args.forward else None
     try:
         server = Server(config, grpc_address=args.grpc, http_address=args.http, idle=args.idle,

@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ..core.step_audit import audit_trace
-from ..core.cost import Usage
-from ..core.engine import LoopEngine
 from ..conventions.extract import (
     MARKER_KEYS,
     ROLE_LLM,
@@ -47,12 +45,14 @@ from ..conventions.extract import (
     llm_usage,
     span_role,
 )
-from ..core.model import Observation, ToolCall
-from ..sdk.emit import VerdictEvent
-from ..core.judge import Replay, TraceReport
 from ..conventions.span import SpanRecord
+from ..core.cost import Usage
+from ..core.engine import LoopEngine
+from ..core.judge import Replay, TraceReport
+from ..core.model import Observation, ToolCall
+from ..core.step_audit import audit_trace, step_args
 from ..core.store import EVICT_CAPACITY
-from ..core.step_audit import step_args
+from ..sdk.emit import VerdictEvent
 
 SERVE_SOURCE = "serve"
 
@@ -101,8 +101,19 @@ class _Judge(Replay):
 
 
 class _Trace:
-    __slots__ = ("trace_id", "steps", "tool_ids", "judge", "max_end_ns", "last_seen", "emitted", "exact",
-                 "last_key", "reopened", "tracked")
+    __slots__ = (
+        "emitted",
+        "exact",
+        "judge",
+        "last_key",
+        "last_seen",
+        "max_end_ns",
+        "reopened",
+        "steps",
+        "tool_ids",
+        "trace_id",
+        "tracked",
+    )
 
     def __init__(self, trace_id: int, engine: LoopEngine) -> None:
         self.trace_id = trace_id

@@ -26,14 +26,15 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
-from otel_loopguard.core.engine import LoopEngine  # noqa: E402
-from otel_loopguard.core.model import ToolCall  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
 
 WINDOW, LIMIT = 10, 3  # seed 003's window and limit, also the engine's defaults
 clock = time.thread_time_ns  # CPU time of this thread: scheduler noise stays out

@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from opentelemetry.sdk.trace import Span  # noqa: E402
+from opentelemetry.sdk.trace import Span
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
-from otel_loopguard.core.engine import TraceState  # noqa: E402
-from tests.reliability.conftest import KEY, build_pipeline  # noqa: E402
-from tests.reliability.load import TraceLoad, deep_size, live_instances, peak_rss_kib, rss_kib  # noqa: E402
+from otel_loopguard.core.engine import TraceState
+from tests.reliability.conftest import KEY, build_pipeline
+from tests.reliability.load import TraceLoad, deep_size, live_instances, peak_rss_kib, rss_kib
 
 
 def traces_part(total: int, checkpoint: int) -> None:

@@ -25,16 +25,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ["OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"] = "true"
 
-import grpc  # noqa: E402
+import grpc
 
-from tests.reliability.otlp import (  # noqa: E402
+from tests.reliability.otlp import (
     Timings,
     agent_loop,
     build_otlp_pipeline,
     received_verdict_keys,
     verdict_keys,
 )
-from tests.support.otlp_receiver import RecordingOTLPReceiver, free_port  # noqa: E402
+from tests.support.otlp_receiver import RecordingOTLPReceiver, free_port
 
 
 def _p(values: tuple[float, ...], q: float) -> float:

@@ -33,7 +33,8 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider

@@ -34,10 +34,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
-from otel_loopguard.serve.server import Server  # noqa: E402
-from tests.support.otlp_receiver import RecordingOTLPReceiver  # noqa: E402
-from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.serve.server import Server
+from tests.support.otlp_receiver import RecordingOTLPReceiver
+from tests.support.proto_spans import request_bytes, root_span, tool_span
 
 TOOL_SPANS = 10
 BATCH = 200

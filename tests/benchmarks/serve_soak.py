@@ -51,10 +51,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from otel_loopguard.core.config import LoopGuardConfig  # noqa: E402
-from otel_loopguard.sdk.emit import VerdictEvent  # noqa: E402
-from otel_loopguard.serve.server import Server, ServeStats  # noqa: E402
-from tests.support.proto_spans import request_bytes, root_span, tool_span  # noqa: E402
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.sdk.emit import VerdictEvent
+from otel_loopguard.serve.server import Server, ServeStats
+from tests.support.proto_spans import request_bytes, root_span, tool_span
 
 TOOL_SPANS = 6
 TRACES_PER_BATCH = 4
@@ -339,7 +339,7 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
                 with count_lock:
                     requests[protocol] += 1
                     requests["spans"] += len(spans)
-        except Exception as exc:  # noqa: BLE001 - reported in the result; the soak goes on
+        except Exception as exc:
             errors.append(f"{protocol} load: {type(exc).__name__}: {exc}")
 
     def http_load() -> None:
@@ -379,7 +379,7 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
                 with count_lock:
                     requests["spans"] += len(spans)
                 stop.wait(abuse_pause)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(f"abuse: {type(exc).__name__}: {exc!r}")
         finally:
             http_client.close()

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_loopguard.cli.demo_agent import DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
 from otel_loopguard.cli import main
+from otel_loopguard.cli.demo_agent import DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
 TITLES = (

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from otel_loopguard.sdk.otlp_write import write_otlp_json
 from otel_loopguard.cli import main
+from otel_loopguard.sdk.otlp_write import write_otlp_json
 
 T0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
 S = 10**9
@@ -173,9 +173,12 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from otel_loopguard.core.step_audit import audit_trace  # noqa: E402
 from otel_loopguard.core.model import ToolCall  # noqa: E402
-from otel_loopguard.core.step_audit import audit_calls, step_args  # noqa: E402
+from otel_loopguard.core.step_audit import (  # noqa: E402
+    audit_calls,
+    audit_trace,
+    step_args,
+)
 
 _ARGS = st.sampled_from([None, '{"a": 1, "b": 2}', '{"b": 2, "a": 1}', '{"a": 1}', "plain", "{not json", "",
                          '["x"]', '{"input": "x"}', "x"])

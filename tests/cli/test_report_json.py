@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from otel_loopguard.cli.audit import report_json
 from otel_loopguard.core.cost import CostTotal
-from otel_loopguard.core.model import Intervention, Transition, Verdict
 from otel_loopguard.core.judge import TraceReport
+from otel_loopguard.core.model import Intervention, Transition, Verdict
 
 TEXT = st.text() | st.sampled_from(["é", "\ud800", "\x00", '"\\', "😀"])
 

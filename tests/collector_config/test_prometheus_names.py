@@ -23,7 +23,7 @@ def _exposition() -> str:
     meter = provider.get_meter(n.INSTRUMENTATION_SCOPE)
     try:
         for inst in INSTRUMENTS:
-            attrs = {key: "x" for key in inst.attributes}
+            attrs = dict.fromkeys(inst.attributes, "x")
             if inst.kind == "counter":
                 meter.create_counter(inst.name, unit=inst.unit).add(1, attrs)
             elif inst.kind == "updown":

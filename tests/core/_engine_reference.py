@@ -19,6 +19,7 @@ from typing import Any
 from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy
 from otel_loopguard.core.cost import CostTotal, Usage
 from otel_loopguard.core.model import (
+    RETRYING,
     RULE_COST_LIMIT,
     RULE_EVIDENCE,
     RULE_FREQUENCY,
@@ -28,7 +29,6 @@ from otel_loopguard.core.model import (
     RULE_PROGRESS,
     RULE_RETRY,
     RULE_STEP_LIMIT,
-    RETRYING,
     STUCK,
     UNCERTAIN,
     WAITING,
@@ -49,7 +49,7 @@ MAX_TRANSITIONS = 1000
 class _Entry:
     """One call in a trace's window (a slotted class: this is the hot path)."""
 
-    __slots__ = ("index", "key", "tool", "evidence", "incomplete", "exempt", "min_reps", "start", "end")
+    __slots__ = ("end", "evidence", "exempt", "incomplete", "index", "key", "min_reps", "start", "tool")
 
     def __init__(self, index: int, key: str, tool: str, evidence: str | None, incomplete: bool,
                  exempt: bool, min_reps: int, start: float | None, end: float | None) -> None:
@@ -72,11 +72,34 @@ class ReferenceState:
     """
 
     __slots__ = (
-        "index", "recent", "counts", "match", "ev_match", "last_incomplete", "run_start", "run_length",
-        "retry_key", "retry_attempts", "retry_ok", "lease", "lease_key", "lease_renewals",
-        "verdict", "transitions", "transition_count", "stuck_streak", "stuck_cycle", "episode_nudged",
-        "after_nudge", "nudges", "stop", "last_intervention", "step_limit_hit", "cost", "cost_limit_hit",
+        "after_nudge",
+        "cost",
+        "cost_limit_hit",
+        "counts",
+        "episode_nudged",
+        "ev_match",
         "extra",
+        "index",
+        "last_incomplete",
+        "last_intervention",
+        "lease",
+        "lease_key",
+        "lease_renewals",
+        "match",
+        "nudges",
+        "recent",
+        "retry_attempts",
+        "retry_key",
+        "retry_ok",
+        "run_length",
+        "run_start",
+        "step_limit_hit",
+        "stop",
+        "stuck_cycle",
+        "stuck_streak",
+        "transition_count",
+        "transitions",
+        "verdict",
     )
 
     def __init__(self, window: int, max_period: int, normalizer_version: str) -> None:

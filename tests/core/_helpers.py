@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from otel_loopguard.core.engine import LoopEngine, TraceState
 from otel_loopguard.core.model import Observation, ToolCall

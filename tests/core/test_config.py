@@ -243,7 +243,7 @@ def test_bad_toml_raises_naming_setting_and_value(tmp_path: Path, text: str, mes
 def test_missing_file_raises(tmp_path: Path) -> None:
     """A configuration file that cannot be read raises ConfigError naming it."""
     missing = tmp_path / "nope.toml"
-    with pytest.raises(ConfigError, match="nope.toml: cannot read configuration"):
+    with pytest.raises(ConfigError, match=r"nope\.toml: cannot read configuration"):
         LoopGuardConfig.load(missing, environ={})
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.core.model import Lease, ToolCall
 from otel_loopguard.core.judge import Replay, replay_calls
+from otel_loopguard.core.model import Lease, ToolCall
 from otel_loopguard.core.signature import NORMALIZER_VERSION
 
 from ._helpers import T0, call

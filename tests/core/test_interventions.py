@@ -7,8 +7,8 @@ import pytest
 from otel_loopguard.core.config import LoopGuardConfig, Prices
 from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.errors import LoopGuardError, LoopStopped
 from otel_loopguard.core.model import NO_INTERVENTION, Intervention
+from otel_loopguard.errors import LoopGuardError, LoopStopped
 
 from ._helpers import letters, observe_all
 

@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_loopguard.core.step_audit import audit_trace
 from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS, LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
 from otel_loopguard.core.signature import Canonicalizer
+from otel_loopguard.core.step_audit import audit_trace
 
 CANON = Canonicalizer(DEFAULT_VOLATILE_KEYS)
 ENGINE = LoopEngine(LoopGuardConfig())

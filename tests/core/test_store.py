@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
@@ -89,7 +90,7 @@ def run_threads(n: int, target: Any) -> None:
         try:
             barrier.wait()
             target(i)
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
@@ -133,7 +134,7 @@ def test_many_threads_on_different_traces() -> None:
                 first_stuck[i] = obs.index
 
     run_threads(16, work)
-    assert first_stuck == {i: 2 for i in range(16)}
+    assert first_stuck == dict.fromkeys(range(16), 2)
     assert all(store.get(("trace", i)).steps == 50 for i in range(16))
 
 

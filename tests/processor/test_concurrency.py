@@ -101,7 +101,7 @@ def test_threads_give_single_threaded_verdicts(make_harness: HarnessFactory) -> 
                         _tool(h, agent, step, PATTERNS[name][step])
             for agent in agents:
                 agent.end(end_time=T0 + 100 * SECOND)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             failures.append(exc)
 
     run_threads(work, THREADS, JOIN_TIMEOUT)

@@ -21,7 +21,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor, VerdictEvent
 
-
 KEY = b"reliability-test-key-0123456789"
 T0 = 1_767_225_600 * 10**9  # a fixed epoch (ns) so TTLs and verdicts never depend on the wall clock
 SECOND = 10**9

@@ -120,7 +120,7 @@ def test_threads_interleaving_thousands_of_traces_match_a_single_threaded_replay
                     end_tool(tracer, roots[label], plans[label][step], step)
             for root in roots.values():
                 root.end(end_time=T0 + CALLS * SECOND)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             failures.append(exc)
 
     run_threads(worker, THREADS, JOIN_TIMEOUT)

@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.sdk.emit import VerdictEvent
-from otel_loopguard.serve.server import Forwarder, Server, build_providers
+from otel_loopguard.sdk.providers import build_providers, service_resource
+from otel_loopguard.serve.server import DEFAULT_SERVICE_NAME, Forwarder, Server
 from tests.benchmarks.serve_soak import GRPCClient, HTTPClient
 from tests.reliability.otlp import received_verdict_keys
 from tests.reliability.secret_values import API_KEY, ARGUMENTS, PATH, RESULT, SECRETS
@@ -80,7 +81,7 @@ def test_no_secret_reaches_the_backend_in_serve_events_or_metrics(
                "OTEL_BLRP_SCHEDULE_DELAY": "50", "OTEL_METRIC_EXPORT_INTERVAL": "200"}
     for name, value in environ.items():
         monkeypatch.setenv(name, value)  # the SDK exporters read os.environ themselves, as in the command
-    logger_provider, meter_provider = build_providers(environ)
+    logger_provider, meter_provider = build_providers(environ, service_resource(DEFAULT_SERVICE_NAME))
     forwarder = Forwarder(environ)
     events: list[VerdictEvent] = []
     server = Server(LoopGuardConfig(signature_key=KEY), grpc_address="127.0.0.1:0", http_address="127.0.0.1:0",

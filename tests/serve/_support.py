@@ -11,8 +11,9 @@ import random
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import grpc
 from google.protobuf.json_format import ParseDict
@@ -25,8 +26,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_loopguard import cli
 from otel_loopguard.core.config import LoopGuardConfig
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.core.judge import TraceReport
+from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"

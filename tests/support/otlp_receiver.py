@@ -392,7 +392,7 @@ class _Recorder:
 class _TraceServicer(_Recorder, trace_service_pb2_grpc.TraceServiceServicer):
     kind = TRACES
 
-    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 - gRPC method name
+    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._handle(request, context)
         return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -400,7 +400,7 @@ class _TraceServicer(_Recorder, trace_service_pb2_grpc.TraceServiceServicer):
 class _LogsServicer(_Recorder, logs_service_pb2_grpc.LogsServiceServicer):
     kind = LOGS
 
-    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 - gRPC method name
+    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._handle(request, context)
         return logs_service_pb2.ExportLogsServiceResponse()
 
@@ -408,7 +408,7 @@ class _LogsServicer(_Recorder, logs_service_pb2_grpc.LogsServiceServicer):
 class _MetricsServicer(_Recorder, metrics_service_pb2_grpc.MetricsServiceServicer):
     kind = METRICS
 
-    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 - gRPC method name
+    def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._handle(request, context)
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
