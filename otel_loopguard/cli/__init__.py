@@ -10,20 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
+from .._version import VERSION
 from ..errors import ConfigError, InputError, LoopGuardError
 from . import audit, demo, report, serve
 from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 
 __all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_OK", "build_parser", "main"]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("otel-loopguard")
-    except metadata.PackageNotFoundError:  # running from a checkout
-        return "0+unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="otel-loopguard",
         description="Detect AI-agent loops in OpenTelemetry GenAI traces.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in (audit, demo, report, serve):
         command.register(commands)
