@@ -325,7 +325,7 @@ def test_lone_surrogates_in_a_valid_file_print_on_a_real_stdout(tmp_path: Path) 
     path = tmp_path / "surrogate.json"
     path.write_text(json.dumps([{"tool": "\ud800", "args": {"q": "\udc00"}, "result": "same"}] * 3))
     done = subprocess.run([sys.executable, "-m", "otel_loopguard.cli", "audit", str(path)], capture_output=True,
-                          timeout=60, cwd=Path(__file__).resolve().parents[1],
+                          timeout=60, cwd=Path(__file__).resolve().parents[2],
                           env={"PYTHONIOENCODING": "utf-8", "PATH": ""})
     assert done.returncode == 1, done.stderr.decode()
     assert done.stderr == b""

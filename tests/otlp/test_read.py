@@ -24,7 +24,7 @@ from otel_loopguard.errors import InputError
 from otel_loopguard.otlp.read import decode_json_request, decode_proto_request, read_spans
 from otel_loopguard.sdk.otlp_write import spans_to_otlp_dict, write_otlp_json
 
-FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "otlp"
 
 ALL_TYPES: dict[str, Any] = {
     "gen_ai.operation.name": "execute_tool",

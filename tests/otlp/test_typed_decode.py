@@ -16,7 +16,7 @@ from otel_loopguard.otlp.json_typed import decode_typed
 from otel_loopguard.otlp.read import decode_json_request, read_spans
 from tests.support.otlp_edges import SINGLE_CHANGES, SNAKE, SNAKE_ONLY, SPAN, changed_request, mutate, request_of
 
-FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "otlp"
 
 
 def _general(request: Any) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 
 The golden file ``golden/audit_equivalence.json`` was written by the code before the audit was made faster;
 regenerate it (only for an intended change of output) with
-``.venv/bin/python tests/test_audit_perf_equivalence.py --regenerate``.
+``.venv/bin/python tests/cli/test_audit_equivalence.py --regenerate``.
 
 Inputs: every recorded framework fixture on its own, all of them as one JSON Lines file (also gzipped and as
 protobuf), a slice of the audit benchmark's generated file, a hand-made JSON Lines file with the shapes the fast
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures" / "otlp"
 GOLDEN = TESTS / "golden" / "audit_equivalence.json"
