@@ -29,7 +29,6 @@ _NS = 1e-9
 _CACHE_ENTRIES = 2048
 _MAX_ERROR_LEN = 200
 _REDACTED = "__REDACTED__"
-_new_tuple = tuple.__new__
 
 
 def span_role(attrs: Mapping[str, Any]) -> str | None:
@@ -89,24 +88,24 @@ def llm_usage(attrs: Mapping[str, Any]) -> tuple[str | None, Usage] | None:
         if write is None:
             write = attrs.get(n.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS)
         # The GenAI conventions count cached tokens inside input_tokens.
-        usage = _new_tuple(Usage, (
-            _int(attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS)),
-            _int(attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS)),
-            _int(attrs.get(n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
-            _int(write),
-            True,  # cache_included_in_input
-        ))
+        usage = Usage(
+            input_tokens=_int(attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS)),
+            output_tokens=_int(attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS)),
+            cache_read_tokens=_int(attrs.get(n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)),
+            cache_write_tokens=_int(write),
+            cache_included_in_input=True,
+        )
         return (str(model) if model else None), usage
     if attrs.get(n.OI_TOKEN_PROMPT) is not None or attrs.get(n.OI_TOKEN_COMPLETION) is not None:
         model = attrs.get(n.OI_LLM_MODEL_NAME)
         # OpenInference's prompt count includes its cache details, like the GenAI one.
-        usage = _new_tuple(Usage, (
-            _int(attrs.get(n.OI_TOKEN_PROMPT)),
-            _int(attrs.get(n.OI_TOKEN_COMPLETION)),
-            _int(attrs.get(n.OI_TOKEN_CACHE_READ)),
-            _int(attrs.get(n.OI_TOKEN_CACHE_WRITE)),
-            True,  # cache_included_in_input
-        ))
+        usage = Usage(
+            input_tokens=_int(attrs.get(n.OI_TOKEN_PROMPT)),
+            output_tokens=_int(attrs.get(n.OI_TOKEN_COMPLETION)),
+            cache_read_tokens=_int(attrs.get(n.OI_TOKEN_CACHE_READ)),
+            cache_write_tokens=_int(attrs.get(n.OI_TOKEN_CACHE_WRITE)),
+            cache_included_in_input=True,
+        )
         return (str(model) if model else None), usage
     return None
 
@@ -206,20 +205,18 @@ class Extractor:
             error = error_class(attrs, status_error, status_message, events)
         else:
             error = None
-        # Field order of ToolCall: tool, arguments, arguments_captured, result, result_captured, error, progress,
-        # start, end, lease. tuple.__new__ skips the named tuple's argument parsing (a third of building one).
-        return _new_tuple(ToolCall, (
-            tool if tool.__class__ is str else str(tool),
-            args_value,
-            args is not None,
-            result_value,
-            result is not None,
-            error,
-            str(progress) if progress is not None else None,
-            start_ns * _NS if start_ns else None,
-            end_ns * _NS if end_ns else None,
-            lease,
-        ))
+        return ToolCall(
+            tool=tool if tool.__class__ is str else str(tool),
+            arguments=args_value,
+            arguments_captured=args is not None,
+            result=result_value,
+            result_captured=result is not None,
+            error=error,
+            progress=str(progress) if progress is not None else None,
+            start=start_ns * _NS if start_ns else None,
+            end=end_ns * _NS if end_ns else None,
+            lease=lease,
+        )
 
     def _unwrap_args(self, args: Any) -> Any:
         # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
+
+from msgspec import Struct
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-class SpanRecord(NamedTuple):
+class SpanRecord(Struct, frozen=True, gc=False):
     """One finished span as decoded from OTLP.
 
-    An immutable value compared field by field. It is a named tuple rather
-    than a frozen dataclass because ``audit`` builds one per stored span and a
-    frozen dataclass costs about five times as much to construct; the decoders
-    build it with ``tuple.__new__``, which skips even the argument parsing.
+    An immutable value compared field by field, built through its constructor. Not tracked by the garbage
+    collector: its fields hold decoded values only (numbers, strings, fresh dicts and tuples), which cannot
+    refer back to it, and ``audit`` builds one per stored span.
 
     Attributes:
         trace_id: 128-bit trace id as an int.
@@ -43,7 +44,7 @@ class SpanRecord(NamedTuple):
     name: str
     start_ns: int
     end_ns: int
-    # One shared read-only empty mapping: a tuple's defaults are shared by every record.
+    # One shared read-only empty mapping: a default is shared by every record.
     attributes: Mapping[str, Any] = _EMPTY
     resource: Mapping[str, Any] = _EMPTY
     status_error: bool = False

@@ -8,18 +8,15 @@ GenAI conventions count cached tokens *inside* ``gen_ai.usage.input_tokens``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+
+from msgspec import Struct
 
 from .config import Prices
 
 
-class Usage(NamedTuple):
+class Usage(Struct, frozen=True, gc=False):
     """Token counts of one model call.
-
-    An immutable named tuple rather than a frozen dataclass: ``audit`` builds one per model span, and the
-    dataclass's ``__init__`` cost more than reading the span's counts.
 
     Attributes:
         input_tokens: input tokens as reported.
@@ -68,8 +65,7 @@ def cost_usd(usage: Usage, prices: Prices) -> float:
     ) / 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class CostTotal:
+class CostTotal(Struct, frozen=True, gc=False):
     """Running cost of a trace: priced USD, and tokens that no price covered.
 
     An unknown model is never priced as zero; its tokens are kept apart so a
@@ -87,26 +83,7 @@ class CostTotal:
             name = model or "<unknown>"
             models = self.unpriced_models
             # The same few models recur in every call of a trace: keep the set rather than copy it.
-            return _cost_total(self.usd, self.unpriced_tokens + usage.total_tokens,
-                               models if name in models else models | {name})
-        return _cost_total(self.usd + cost_usd(usage, table), self.unpriced_tokens, self.unpriced_models)
+            return CostTotal(self.usd, self.unpriced_tokens + usage.total_tokens,
+                             models if name in models else models | {name})
+        return CostTotal(self.usd + cost_usd(usage, table), self.unpriced_tokens, self.unpriced_models)
 
-
-def _cost_total_builder() -> Callable[[float, int, frozenset[str]], CostTotal]:
-    # A trace adds one total per model call; setting the slots directly skips the frozen dataclass's
-    # object.__setattr__ per field (the same object, about twice as fast to build).
-    new = object.__new__
-    slots: Any = CostTotal
-    set_usd, set_tokens, set_models = (slots.usd.__set__, slots.unpriced_tokens.__set__, slots.unpriced_models.__set__)
-
-    def build(usd: float, tokens: int, models: frozenset[str]) -> CostTotal:
-        total = new(CostTotal)
-        set_usd(total, usd)
-        set_tokens(total, tokens)
-        set_models(total, models)
-        return total
-
-    return build
-
-
-_cost_total = _cost_total_builder()

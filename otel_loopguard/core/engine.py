@@ -8,7 +8,6 @@ which the caller owns (and locks, when several threads share it).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +52,6 @@ MAX_TRANSITIONS = 1000
 # Arguments and results up to this many characters are kept raw and canonicalised or digested only when two calls
 # must be compared; longer ones are reduced at once, so a window never holds more than this per call and field.
 LAZY_MAX_CHARS = 512
-_new_tuple = tuple.__new__  # builds an Observation without the NamedTuple's Python-level __new__
 # Tools remembered with their settings; tool names come from spans, so the map is cleared when full.
 _MAX_TOOLS = 4096
 # Evidence of a call whose result is still raw (in ``_Entry.res``): digested on first comparison.
@@ -393,7 +391,7 @@ class LoopEngine:
             if state.stop is None:
                 state.episode_nudged = False
                 state.after_nudge = 0
-            return _new_tuple(Observation, (index, previous, None, None, None))
+            return Observation(index, previous)
 
         verdict = self._decide(state, now)
         return self._conclude(state, verdict, entry)
@@ -567,8 +565,9 @@ class LoopEngine:
                 kind, rule = STUCK, RULE_PERIOD
             else:
                 kind, rule = WORKING, RULE_PROGRESS
-            return _verdict(kind, rule, index, p, run // p, index - run + 1, first.tool,
-                            self._signature_digest(state, first), self.normalizer_version)
+            return Verdict(kind, rule, index, period=p, repetitions=run // p, cycle_start=index - run + 1,
+                           tool=first.tool, signature_digest=self._signature_digest(state, first),
+                           normalizer_version=self.normalizer_version)
 
         info = current.info
         tool = current.tool
@@ -588,8 +587,9 @@ class LoopEngine:
             kind, rule = STUCK, RULE_FREQUENCY
         else:
             kind, rule = WORKING, RULE_PROGRESS
-        return _verdict(kind, rule, index, None, count, same[0].index, tool,
-                        self._signature_digest(state, current), self.normalizer_version)
+        return Verdict(kind, rule, index, repetitions=count, cycle_start=same[0].index, tool=tool,
+                       signature_digest=self._signature_digest(state, current),
+                       normalizer_version=self.normalizer_version)
 
     def _same_calls(self, state: TraceState, current: _Entry, possible: int) -> list[_Entry] | None:
         """The window's calls with ``current``'s signature when at least its tool's frequency limit, else None.
@@ -728,29 +728,6 @@ class LoopEngine:
         state.stop = stop
         state.last_intervention = stop
         return stop
-
-
-def _verdict_builder() -> Callable[..., Verdict]:
-    """A positional Verdict constructor without the frozen dataclass's per-field ``object.__setattr__`` calls.
-
-    Same object as ``Verdict(*args)`` (slots set in field order); about twice as fast, and a loop builds one
-    verdict per call because its repetition count changes.
-    """
-    names = [f.name for f in dataclasses.fields(Verdict)]
-    setters = [getattr(Verdict, name).__set__ for name in names]
-    new = object.__new__
-    pairs = tuple(zip(range(len(names)), setters))
-
-    def build(*values: Any) -> Verdict:
-        verdict = new(Verdict)
-        for i, setter in pairs:
-            setter(verdict, values[i])
-        return verdict
-
-    return build
-
-
-_verdict = _verdict_builder()
 
 
 def _describe(verdict: Verdict) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from itertools import compress, islice
-from operator import itemgetter, ne
+from operator import attrgetter, ne
 from typing import Any
 
 from .jsontext import loads
 from .model import ToolCall
 
-_TOOL = itemgetter(0)  # ToolCall.tool
+_TOOL = attrgetter("tool")
 
 
 def step_signature(step: Mapping[str, Any]) -> str:

@@ -402,7 +402,10 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
         if raw_events.__class__ is not list:
             raise _Bad(f"expected an array, got {kind_of(raw_events)}", "events")
         events = tuple(_event(event, index) for index, event in enumerate(raw_events))
-    return SpanRecord(trace_id, span_id, parent_id, name, start, end, attrs, resource, error, message, events)
+    return SpanRecord(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent_id, name=name, start_ns=start, end_ns=end,
+        attributes=attrs, resource=resource, status_error=error, status_message=message, events=events,
+    )
 
 
 def _event(event: Any, index: int) -> tuple[str, int, dict[str, Any]]:

@@ -35,8 +35,6 @@ from .json_general import (
 
 __all__ = ["decode_typed"]
 
-_new_record = tuple.__new__
-
 
 class _Fallback(Exception):
     """Internal: not the common shape; the general decoder must take the whole request."""
@@ -218,8 +216,11 @@ def _span(span: _Span, resource: dict[str, Any]) -> SpanRecord:
             message = status.message
     events = _events(_load(span.events)) if span.events is not UNSET else ()
     name = span.name
-    return _new_record(SpanRecord, (trace_id, span_id, parent_id, "" if name is None else name,
-                                    start, end, attrs, resource, error, message, events))
+    return SpanRecord(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent_id, name="" if name is None else name,
+        start_ns=start, end_ns=end, attributes=attrs, resource=resource, status_error=error, status_message=message,
+        events=events,
+    )
 
 
 def _time(value: str | int | UnsetType) -> int:

@@ -20,8 +20,6 @@ from .json_general import MAX_VALUE_DEPTH, STATUS_CODES, STATUS_ERROR, _Bad, bad
 __all__ = ["decode_proto_request"]
 
 _PARSE = ExportTraceServiceRequest.FromString
-# The named tuple's own constructor parses arguments; every field is given here.
-_new_record = tuple.__new__
 
 
 def _any_value(value: Any, depth: int) -> Any:
@@ -123,9 +121,11 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
             events = tuple(collected)
         except _Bad as exc:
             raise exc.under(f"events[{index}]") from None
-    return _new_record(SpanRecord, (trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
-                                    span.end_time_unix_nano, attrs, resource, code == STATUS_ERROR, status.message,
-                                    events))
+    return SpanRecord(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent_id, name=span.name,
+        start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano, attributes=attrs, resource=resource,
+        status_error=code == STATUS_ERROR, status_message=status.message, events=events,
+    )
 
 
 def _request(request: Any) -> list[SpanRecord]:
