@@ -1,0 +1,403 @@
+"""Span attributes -> engine values, one fixed example per behaviour, expected values worked out by hand.
+
+Each expected value below comes from the conventions (the attribute's documented meaning) or from the README's
+description of what loopguard reads, never from running the code. The behaviours are the ones a mutation of
+``conventions/extract.py`` could change without any recorded fixture noticing (issue 15).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from otel_loopguard.conventions.extract import (
+    ROLE_AGENT,
+    ROLE_LLM,
+    ROLE_TOOL,
+    Extractor,
+    agent_name,
+    conversation_id,
+    error_class,
+    is_mcp_client,
+    llm_usage,
+    span_role,
+)
+from otel_loopguard.core.config import LoopGuardConfig, Prices
+from otel_loopguard.core.cost import CostTotal, cost_usd
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Lease
+
+# 2026-01-01T00:00:00Z in nanoseconds since the epoch, the unit of OTLP span times.
+T0_NS = 1_767_225_600 * 10**9
+T0_S = 1_767_225_600.0
+
+
+def _tool(attrs: dict[str, Any], *, start_ns: int | None = T0_NS, end_ns: int | None = T0_NS + 10**8,
+          status_error: bool = False, status_message: str | None = None, events: Any = (),
+          max_bytes: int = 65_536, name: str = "execute_tool") -> Any:
+    return Extractor(max_bytes).tool_call(attrs, name, start_ns, end_ns, status_error, status_message, events)
+
+
+def _kinds(calls: list[Any], config: LoopGuardConfig | None = None) -> list[str]:
+    engine = LoopEngine(config)
+    state = engine.new_state()
+    return [engine.observe(state, c).verdict.kind for c in calls]
+
+
+# --- hidden (redacted) values -----------------------------------------------------------------------------------
+
+def test_a_redacted_result_is_not_recorded() -> None:
+    # OpenInference's hide_outputs writes the placeholder "__REDACTED__" into output.value: the README says it
+    # counts as not recorded, so the call has no result (captured False, value None), not a result of that text.
+    call = _tool({"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": '{"id": 1}',
+                  "output.value": "__REDACTED__"})
+    assert call.result_captured is False
+    assert call.result is None
+    # The arguments were recorded: only the result is hidden.
+    assert call.arguments_captured is True
+    assert call.arguments == '{"id": 1}'
+
+
+def test_a_redacted_argument_is_not_recorded() -> None:
+    # hide_inputs writes the same placeholder into input.value: an unknown signature, not the text "__REDACTED__".
+    call = _tool({"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": "__REDACTED__",
+                  "output.value": "row 1"})
+    assert call.arguments_captured is False
+    assert call.arguments is None
+    assert call.result_captured is True and call.result == "row 1"
+
+
+def test_repeated_calls_with_redacted_results_are_uncertain_not_stuck() -> None:
+    # Three identical calls whose results are hidden: the repetition is there (period 1, three times, the default
+    # min_repetitions), but the evidence is missing, so the verdict after the third call is "uncertain"
+    # (rule evidence), never "stuck". Reading the placeholder as a value would make the three results equal: stuck.
+    spans = [{"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": '{"id": 1}',
+              "output.value": "__REDACTED__"} for _ in range(3)]
+    calls = [_tool(a, start_ns=T0_NS + i * 10**9, end_ns=T0_NS + i * 10**9 + 10**8) for i, a in enumerate(spans)]
+    assert _kinds(calls) == ["working", "working", "uncertain"]
+
+
+# --- arguments not recorded, result recorded ---------------------------------------------------------------------
+
+def test_missing_arguments_with_a_recorded_result() -> None:
+    # No arguments attribute at all (the instrumentation did not capture them) but a result: the README says such a
+    # call has an *unknown* signature (captured False), not empty arguments, while its result is still evidence.
+    call = _tool({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                  "gen_ai.tool.call.result": "no hits"})
+    assert call.arguments_captured is False
+    assert call.arguments is None
+    assert call.result_captured is True
+    assert call.result == "no hits"
+
+
+def test_repeated_calls_without_arguments_are_uncertain() -> None:
+    # Three such calls with the same result: they look like one call repeated (tool equal, signature unknown), but
+    # unknown arguments are incomplete evidence, so the third call gives "uncertain", not "stuck".
+    calls = [_tool({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.result": "no hits"}, start_ns=T0_NS + i * 10**9, end_ns=T0_NS + i * 10**9 + 1)
+             for i in range(3)]
+    assert _kinds(calls) == ["working", "working", "uncertain"]
+
+
+def test_empty_arguments_are_recorded_arguments() -> None:
+    # The opposite case: an arguments attribute holding "{}" was recorded (a tool without parameters); three equal
+    # calls with equal results are a loop (stuck after the third), which tells "empty" from "not recorded".
+    calls = [_tool({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "now",
+                    "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "same"},
+                   start_ns=T0_NS + i * 10**9, end_ns=T0_NS + i * 10**9 + 1) for i in range(3)]
+    assert calls[0].arguments_captured is True and calls[0].arguments == "{}"
+    assert _kinds(calls) == ["working", "working", "stuck"]
+
+
+# --- which attribute wins ---------------------------------------------------------------------------------------
+
+def test_tool_name_arguments_and_result_per_convention() -> None:
+    # GenAI names first, then OpenInference, then Traceloop (the README's table); the span name only when no
+    # convention names the tool, and "unknown" when there is not even a span name.
+    genai = _tool({"gen_ai.tool.name": "g", "tool.name": "oi", "traceloop.entity.name": "tl",
+                   "gen_ai.tool.call.arguments": "ga", "input.value": "oa", "traceloop.entity.input": "ta",
+                   "gen_ai.tool.call.result": "gr", "output.value": "or", "traceloop.entity.output": "tr"})
+    assert (genai.tool, genai.arguments, genai.result) == ("g", "ga", "gr")
+    oi = _tool({"tool.name": "oi", "traceloop.entity.name": "tl", "input.value": "oa",
+                "traceloop.entity.input": "ta", "output.value": "or", "traceloop.entity.output": "tr"})
+    assert (oi.tool, oi.arguments, oi.result) == ("oi", "oa", "or")
+    tl = _tool({"traceloop.entity.name": "tl", "traceloop.entity.input": "ta", "traceloop.entity.output": "tr"})
+    assert (tl.tool, tl.arguments, tl.result) == ("tl", "ta", "tr")
+    assert _tool({}, name="my span").tool == "my span"
+    assert _tool({}, name="").tool == "unknown"
+    # A tool name that is not a string (an int attribute) is read as its text.
+    assert _tool({"gen_ai.tool.name": 7}).tool == "7"
+
+
+# --- span times --------------------------------------------------------------------------------------------------
+
+def test_span_times_are_read_as_epoch_seconds() -> None:
+    # OTLP times are nanoseconds since the epoch; the engine works in seconds: 1 767 225 600.25 s for a span
+    # starting 250 ms after T0, and 1 767 225 601.75 s for its end 1.5 s later.
+    call = _tool({"gen_ai.tool.name": "t"}, start_ns=T0_NS + 250_000_000, end_ns=T0_NS + 1_750_000_000)
+    assert call.start == pytest.approx(T0_S + 0.25, abs=1e-6)
+    assert call.end == pytest.approx(T0_S + 1.75, abs=1e-6)
+    # Zero or absent times are unknown, not the epoch.
+    untimed = _tool({"gen_ai.tool.name": "t"}, start_ns=None, end_ns=0)
+    assert untimed.start is None and untimed.end is None
+
+
+def _rate_limited(start_ns: int) -> Any:
+    return _tool({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "quote",
+                  "gen_ai.tool.call.arguments": '{"symbol": "ACME"}', "error.type": "RateLimitError"},
+                 start_ns=start_ns, end_ns=start_ns + 100_000_000, status_error=True)
+
+
+def test_retry_gaps_come_from_the_span_times() -> None:
+    # A rate-limited call retried with backoff, as spans: each call lasts 0.1 s; the retries start 1.1 s, 2.1 s and
+    # 4.1 s after the previous call's end (= its start + 0.1 s). With the default policy (interval 1 s, rate 2,
+    # tolerance 0.2) the shortest accepted gaps are 0.8 s, 1.6 s and 3.2 s: every gap is long enough, and three
+    # retries is the default max_attempts, so the repetition is "retrying" from the third call on.
+    starts = [T0_NS, T0_NS + 1_200_000_000, T0_NS + 3_400_000_000, T0_NS + 7_600_000_000]
+    assert _kinds([_rate_limited(s) for s in starts]) == ["working", "working", "retrying", "retrying"]
+
+
+def test_retry_gaps_too_short_are_a_loop() -> None:
+    # The same calls 0.5 s apart (0.4 s between one's end and the next start, under the 0.8 s minimum): not a
+    # backoff, so the repeated failure is "stuck". Together with the test above this pins the nanosecond scale: read
+    # a thousand times too large, 0.4 s would pass as 400 s; a thousand times too small, 1.1 s would fail.
+    starts = [T0_NS + i * 500_000_000 for i in range(3)]
+    assert _kinds([_rate_limited(s) for s in starts]) == ["working", "working", "stuck"]
+
+
+# --- envelopes ---------------------------------------------------------------------------------------------------
+
+def test_openinference_toolmessage_result_is_its_data_content() -> None:
+    # OpenInference on LangGraph writes the serialised ToolMessage into output.value; the README says only
+    # data.content counts. Here the content is "22C"; the envelope's other fields (the message id, the call id, the
+    # status) must not be part of the result.
+    message = {"type": "tool", "data": {"content": "22C", "type": "tool", "name": "weather", "id": "msg-1",
+                                        "tool_call_id": "call_abc", "status": "success"}}
+    call = _tool({"openinference.span.kind": "TOOL", "tool.name": "weather", "input.value": '{"city": "Paris"}',
+                  "output.value": json.dumps(message)})
+    assert call.result == "22C"
+
+
+def test_openinference_toolmessages_with_other_ids_are_the_same_result() -> None:
+    # Three calls whose ToolMessages differ only in their message id ("id" is not a volatile key, so only the unwrap
+    # can hide it): the evidence is the same "22C" each time, so the repetition is "stuck" after the third call.
+    calls = []
+    for i in range(3):
+        message = {"type": "tool", "data": {"content": "22C", "id": f"msg-{i}", "tool_call_id": f"call_{i}"}}
+        calls.append(_tool({"openinference.span.kind": "TOOL", "tool.name": "weather",
+                            "input.value": '{"city": "Paris"}', "output.value": json.dumps(message)},
+                           start_ns=T0_NS + i * 10**9, end_ns=T0_NS + i * 10**9 + 1))
+    assert _kinds(calls) == ["working", "working", "stuck"]
+
+
+def test_data_without_a_call_id_is_left_as_it_is() -> None:
+    # {"data": {"content": ...}} without tool_call_id is an ordinary JSON result (a search API's answer, say), not a
+    # ToolMessage: it stays the same text. (The unwrap is only tried when the text mentions "kwargs" or
+    # "tool_call_id", as this one does.)
+    text = json.dumps({"data": {"content": "x", "kwargs": 1}})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text
+
+
+def test_openllmetry_langchain_envelopes() -> None:
+    # OpenLLMetry on LangChain: arguments {"input_str", "tags", "metadata", "inputs", "kwargs"} -> only "inputs"
+    # counts (as JSON text again); results {"output": {"kwargs": {"content", "tool_call_id"}}} -> only the content.
+    args = json.dumps({"input_str": "{'q': 'x'}", "tags": [], "metadata": {"run": 1}, "inputs": {"q": "x"},
+                       "kwargs": {"tool_call_id": "c1"}})
+    result = json.dumps({"output": {"lc": 1, "kwargs": {"content": "found", "tool_call_id": "c1"}},
+                         "kwargs": {"name": "search"}})
+    call = _tool({"traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+                  "traceloop.entity.input": args, "traceloop.entity.output": result})
+    assert json.loads(call.arguments) == {"q": "x"}
+    assert call.result == "found"
+    # Only input_str (no structured inputs): the repr string is the arguments.
+    call = _tool({"traceloop.entity.name": "search", "traceloop.entity.input": json.dumps({"input_str": "q=x"})})
+    assert call.arguments == "q=x"
+    # A bare serialised ToolMessage, and a flat {"content", "tool_call_id"} object, give their content.
+    bare = json.dumps({"lc": 1, "kwargs": {"content": "c", "tool_call_id": "1"}})
+    flat = json.dumps({"content": "d", "tool_call_id": "2"})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": bare}).result == "c"
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": flat}).result == "d"
+
+
+def test_envelopes_given_as_mappings() -> None:
+    # The SDK can hand attributes over as mappings (OTLP kvlists): the same unwrap applies to them.
+    call = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": {"inputs": {"q": 1}, "tags": []},
+                  "gen_ai.tool.call.result": {"data": {"content": "ok", "tool_call_id": "c"}}})
+    assert call.arguments == {"q": 1}
+    assert call.result == "ok"
+    # A mapping that is not an envelope stays whole.
+    plain = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": {"q": 1}})
+    assert plain.arguments == {"q": 1}
+
+
+def test_envelopes_over_the_size_limit_are_not_parsed() -> None:
+    # Text longer than max_bytes is passed on untouched (the canonicaliser digests it whole): with a 40-byte limit,
+    # a 60-character envelope stays the same text.
+    args = json.dumps({"inputs": {"q": "x" * 20}, "tags": []})
+    assert len(args) > 40
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args}, max_bytes=40).arguments == args
+    result = json.dumps({"content": "y" * 30, "tool_call_id": "c"})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": result}, max_bytes=40).result == result
+    # Exactly at the limit it is still unwrapped.
+    exact = json.dumps({"content": "z", "tool_call_id": "c"})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": exact}, max_bytes=len(exact)).result == "z"
+
+
+# --- hints, errors ----------------------------------------------------------------------------------------------
+
+def test_progress_and_lease_hints() -> None:
+    # loopguard.progress is the application's fingerprint (as text); wait.owner + wait.deadline form a lease.
+    call = _tool({"gen_ai.tool.name": "poll", "loopguard.progress": 42, "loopguard.wait.owner": "ci",
+                  "loopguard.wait.deadline": 1_767_229_200})
+    assert call.progress == "42"
+    assert call.lease == Lease("ci", 1_767_229_200.0)
+    # A deadline that is not a number gives no lease; a deadline without owner gives a lease with no owner.
+    assert _tool({"gen_ai.tool.name": "poll", "loopguard.wait.deadline": "soon"}).lease is None
+    assert _tool({"gen_ai.tool.name": "poll", "loopguard.wait.deadline": 5}).lease == Lease("", 5.0)
+
+
+def test_error_class_sources_in_order() -> None:
+    # error.type wins; else, for a span with status ERROR, the exception event's type; else the status message;
+    # else "error". A span without error status and without error.type did not fail.
+    assert error_class({"error.type": "Timeout"}, False, None) == "Timeout"
+    events = [("log", {"exception.type": "Ignored"}), ("exception", {"exception.type": "ValueError"})]
+    assert error_class({}, True, "bad value", events) == "ValueError"
+    assert error_class({}, True, "bad value") == "bad value"
+    assert error_class({}, True, None) == "error"
+    assert error_class({}, False, "bad value", events) is None
+    # A status message is cut at 200 characters.
+    assert error_class({}, True, "m" * 300) == "m" * 200
+    # Through tool_call: the same sources.
+    assert _tool({"gen_ai.tool.name": "t", "error.type": 503}).error == "503"
+    assert _tool({"gen_ai.tool.name": "t"}, status_error=True, events=events).error == "ValueError"
+    assert _tool({"gen_ai.tool.name": "t"}).error is None
+
+
+# --- roles, names, sessions ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("attrs", "role"), [
+    ({"gen_ai.operation.name": "execute_tool"}, ROLE_TOOL),
+    ({"gen_ai.operation.name": "invoke_agent"}, ROLE_AGENT),
+    ({"gen_ai.operation.name": "chat"}, ROLE_LLM),
+    ({"gen_ai.operation.name": "text_completion"}, ROLE_LLM),
+    ({"gen_ai.operation.name": "generate_content"}, ROLE_LLM),
+    # An operation loopguard does not read, then the other conventions decide.
+    ({"gen_ai.operation.name": "embeddings"}, None),
+    ({"gen_ai.operation.name": "embeddings", "openinference.span.kind": "TOOL"}, ROLE_TOOL),
+    ({"openinference.span.kind": "TOOL"}, ROLE_TOOL),
+    ({"openinference.span.kind": "LLM"}, ROLE_LLM),
+    ({"openinference.span.kind": "AGENT"}, ROLE_AGENT),
+    ({"openinference.span.kind": "CHAIN"}, None),
+    ({"openinference.span.kind": "CHAIN", "traceloop.span.kind": "tool"}, None),
+    ({"traceloop.span.kind": "tool"}, ROLE_TOOL),
+    ({"traceloop.span.kind": "agent"}, ROLE_AGENT),
+    ({"traceloop.span.kind": "workflow"}, None),
+    ({"gen_ai.operation.name": {"a": 1}}, None),
+    ({"openinference.span.kind": ["TOOL"]}, None),
+    ({"traceloop.span.kind": ["tool"]}, None),
+    ({}, None),
+])
+def test_span_roles(attrs: dict[str, Any], role: str | None) -> None:
+    # The README's table: execute_tool / TOOL / tool are tools, invoke_agent / AGENT / agent are agents, and the
+    # chat-like GenAI operations and OpenInference LLM spans are model calls. A convention that names the span
+    # decides alone (an OpenInference CHAIN is not rescued by a Traceloop kind); only strings can name a role.
+    assert span_role(attrs) == role
+
+
+def test_agent_name_fallbacks() -> None:
+    # gen_ai.agent.name, else OpenInference's agent.name, else Traceloop's entity name, else the default.
+    assert agent_name({"gen_ai.agent.name": "g", "agent.name": "o", "traceloop.entity.name": "t"}) == "g"
+    assert agent_name({"agent.name": "o", "traceloop.entity.name": "t"}) == "o"
+    assert agent_name({"traceloop.entity.name": "t"}) == "t"
+    assert agent_name({}) is None
+    assert agent_name({}, "fallback") == "fallback"
+    # An empty name is no name; a non-string one is read as text.
+    assert agent_name({"gen_ai.agent.name": ""}, "fallback") == "fallback"
+    assert agent_name({"gen_ai.agent.name": 5}) == "5"
+
+
+def test_session_id_fallback() -> None:
+    # gen_ai.conversation.id, else OpenInference's session.id; empty means none.
+    assert conversation_id({"gen_ai.conversation.id": "c1", "session.id": "s1"}) == "c1"
+    assert conversation_id({"session.id": "s1"}) == "s1"
+    assert conversation_id({"session.id": ""}) is None
+    assert conversation_id({}) is None
+    assert conversation_id({"session.id": 12}) == "12"
+
+
+def test_mcp_client_spans() -> None:
+    assert is_mcp_client({"mcp.method.name": "tools/call"}) is True
+    assert is_mcp_client({"gen_ai.tool.name": "t"}) is False
+
+
+# --- model usage and its cost --------------------------------------------------------------------------------------
+
+PRICES = Prices(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
+
+
+def test_genai_cached_tokens_are_priced_once() -> None:
+    # gen_ai.usage.input_tokens counts the cached tokens too (GenAI conventions): 1000 input tokens of which 600
+    # were read from the cache and 100 written to it leave 300 at the plain input price.
+    # 300 * 3.00 + 600 * 0.30 + 100 * 3.75 + 50 * 15.00 = 900 + 180 + 375 + 750 = 2205 -> $0.002205.
+    model, usage = llm_usage({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                              "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50,
+                              "gen_ai.usage.cache_read.input_tokens": 600,
+                              "gen_ai.usage.cache_creation.input_tokens": 100})
+    assert model == "m"
+    assert usage.uncached_input_tokens == 300
+    assert usage.total_tokens == 1050  # every token once: 300 + 600 + 100 + 50
+    assert cost_usd(usage, PRICES) == pytest.approx(0.002205, rel=1e-12)
+
+
+def test_genai_cache_write_spellings() -> None:
+    # Both spellings of cache writes occur; cache_creation wins when both are there. 400 input tokens with 100
+    # written: 300 * 3 + 100 * 3.75 = 1275 -> $0.001275.
+    base = {"gen_ai.usage.input_tokens": 400, "gen_ai.usage.output_tokens": 0}
+    _, usage = llm_usage({**base, "gen_ai.usage.cache_write.input_tokens": 100})
+    assert usage.cache_write_tokens == 100
+    assert cost_usd(usage, PRICES) == pytest.approx(0.001275, rel=1e-12)
+    _, both = llm_usage({**base, "gen_ai.usage.cache_creation.input_tokens": 100,
+                         "gen_ai.usage.cache_write.input_tokens": 7})
+    assert both.cache_write_tokens == 100
+
+
+def test_genai_model_and_missing_counts() -> None:
+    # The response model (what actually answered) wins over the requested one; an output count alone is usage.
+    model, usage = llm_usage({"gen_ai.request.model": "req", "gen_ai.response.model": "resp",
+                              "gen_ai.usage.output_tokens": 7})
+    assert (model, usage.input_tokens, usage.output_tokens) == ("resp", 0, 7)
+    model, _ = llm_usage({"gen_ai.usage.input_tokens": 1})
+    assert model is None
+    # Counts as strings are read as numbers; unreadable ones as zero.
+    _, usage = llm_usage({"gen_ai.usage.input_tokens": "12", "gen_ai.usage.output_tokens": "x"})
+    assert (usage.input_tokens, usage.output_tokens) == (12, 0)
+    _, usage = llm_usage({"gen_ai.usage.input_tokens": float("inf"), "gen_ai.usage.output_tokens": None})
+    assert (usage.input_tokens, usage.output_tokens) == (0, 0)
+    # No token count at all: no usage.
+    assert llm_usage({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}) is None
+
+
+def test_openinference_usage() -> None:
+    # OpenInference's prompt count includes its cache details like the GenAI one: 2000 prompt tokens, 1500 read
+    # and 200 written leave 300 plain. 300 * 3 + 1500 * 0.3 + 200 * 3.75 + 100 * 15 = 900 + 450 + 750 + 1500
+    # = 3600 -> $0.0036.
+    model, usage = llm_usage({"openinference.span.kind": "LLM", "llm.model_name": "oi-model",
+                              "llm.token_count.prompt": 2000, "llm.token_count.completion": 100,
+                              "llm.token_count.prompt_details.cache_read": 1500,
+                              "llm.token_count.prompt_details.cache_write": 200})
+    assert model == "oi-model"
+    assert (usage.cache_read_tokens, usage.cache_write_tokens, usage.uncached_input_tokens) == (1500, 200, 300)
+    assert cost_usd(usage, PRICES) == pytest.approx(0.0036, rel=1e-12)
+    # A completion count alone is usage too; no model name gives None.
+    model, usage = llm_usage({"llm.token_count.completion": 3})
+    assert (model, usage.output_tokens) == (None, 3)
+
+
+def test_unpriced_model_tokens_are_counted_once() -> None:
+    # A model without a price: its tokens are reported, each once (1000 input incl. 600 cached + 50 output = 1050).
+    _, usage = llm_usage({"gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50,
+                          "gen_ai.usage.cache_read.input_tokens": 600})
+    total = CostTotal().add("nobody-prices-me", usage, {})
+    assert (total.usd, total.unpriced_tokens, total.unpriced_models) == (0.0, 1050, frozenset({"nobody-prices-me"}))

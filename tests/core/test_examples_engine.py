@@ -1,0 +1,158 @@
+"""The engine's boundaries, one fixed example each, expected values worked out by hand from the README's rules.
+
+Budgets ("more than max_steps", "over max_cost_usd"), the bound on the transition history and the equality of
+non-object arguments are places where an off-by-one or a dropped branch changed nothing any other test saw
+(issue 15). Everything here goes through the public API: ``LoopEngine``, ``ToolCall``, ``LoopGuardConfig``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otel_loopguard.core.config import LoopGuardConfig, Prices
+from otel_loopguard.core.cost import Usage
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Intervention, ToolCall
+
+T0 = 1_767_225_600.0
+
+
+def _call(tool: str, args: Any, result: Any = "same result", at: float = 0.0, **kw: Any) -> ToolCall:
+    return ToolCall(tool, args, result=result, result_captured=True, start=T0 + at, end=T0 + at + 0.5, **kw)
+
+
+def _run(config: LoopGuardConfig | None, calls: list[ToolCall]) -> tuple[list[str], list[tuple[int, str, str]]]:
+    engine = LoopEngine(config)
+    state = engine.new_state()
+    kinds, interventions = [], []
+    for c in calls:
+        obs = engine.observe(state, c)
+        kinds.append(obs.verdict.kind)
+        if obs.intervention is not None:
+            interventions.append((obs.index, obs.intervention.action, obs.intervention.rule))
+    return kinds, interventions
+
+
+# --- the step budget --------------------------------------------------------------------------------------------
+
+def test_distinct_calls_are_stopped_by_the_call_after_the_budget() -> None:
+    # max_steps = 3 means "more than 3 tool calls is over the budget": calls 1-3 are fine, the 4th (index 3) stops
+    # the run with rule step_limit, and a stop stays (nothing more on the 5th call).
+    calls = [_call("t", {"n": i}, result=f"r{i}", at=i) for i in range(5)]
+    kinds, interventions = _run(LoopGuardConfig(max_steps=3, max_period=1, window=3), calls)
+    assert kinds == ["working"] * 5
+    assert interventions == [(3, "stop", "step_limit")]
+
+
+def test_step_budget_message_names_the_count_and_the_budget() -> None:
+    engine = LoopEngine(LoopGuardConfig(max_steps=3, max_period=1, window=3))
+    state = engine.new_state()
+    stops = [o.intervention for o in (engine.observe(state, _call("t", {"n": i}, at=i)) for i in range(4))
+             if o.intervention is not None]
+    # 4 calls, budget 3: the text says both numbers.
+    assert [s.message for s in stops] == ["loopguard stopped the run: 4 tool calls, over the step budget of 3"]
+
+
+def test_a_stuck_call_exactly_on_the_budget_is_nudged_not_stopped() -> None:
+    # Four identical calls with the same result, max_steps = 3. The third call completes a period-1 cycle of three
+    # (min_repetitions 3): stuck, and since 3 calls are not *more* than the budget of 3, the ladder's first step
+    # applies: a nudge (rule period). The fourth call is over the budget: the step budget stops the run (it is
+    # checked before the ladder, so the rule is step_limit, not period).
+    calls = [_call("search", {"q": "x"}, at=i) for i in range(4)]
+    kinds, interventions = _run(LoopGuardConfig(max_steps=3), calls)
+    assert kinds == ["working", "working", "stuck", "stuck"]
+    assert interventions == [(2, "nudge", "period"), (3, "stop", "step_limit")]
+
+
+def test_a_stuck_call_one_past_the_budget_is_a_step_limit_stop() -> None:
+    # max_steps = 2: the third call is both over the budget and stuck; the budget wins (no nudge first).
+    calls = [_call("search", {"q": "x"}, at=i) for i in range(3)]
+    kinds, interventions = _run(LoopGuardConfig(max_steps=2, max_period=1, window=3), calls)
+    assert kinds == ["working", "working", "stuck"]
+    assert interventions == [(2, "stop", "step_limit")]
+
+
+# --- the cost budget ----------------------------------------------------------------------------------------------
+
+def test_a_cost_exactly_on_the_budget_is_not_over_it() -> None:
+    # Price 1 USD per million input tokens: 1000 tokens cost 1000 / 1e6 = 0.001 USD, exactly the budget (both sides
+    # are the double nearest to 0.001: the division is correctly rounded). "Over the budget" means more than it,
+    # so no stop; one more token (0.001001 USD) is over it and stops the run with rule cost_limit.
+    config = LoopGuardConfig(max_cost_usd=0.001, prices={"m": Prices(input=1.0, output=0.0)})
+    engine = LoopEngine(config)
+    state = engine.new_state()
+    engine.observe(state, _call("t", {}))
+    assert engine.add_usage(state, "m", Usage(input_tokens=1000)) is None
+    assert state.cost.usd == 0.001
+    obs = engine.add_usage(state, "m", Usage(input_tokens=1))
+    assert obs is not None and obs.intervention is not None
+    stop: Intervention = obs.intervention
+    assert (stop.action, stop.rule, stop.step) == ("stop", "cost_limit", 0)
+    assert stop.message == "loopguard stopped the run: model usage cost $0.0010, over the budget of $0.0010"
+    # A stop stays: more usage stops nothing again.
+    assert engine.add_usage(state, "m", Usage(input_tokens=5000)) is None
+
+
+def test_no_cost_budget_never_stops() -> None:
+    config = LoopGuardConfig(prices={"m": Prices(input=1000.0, output=0.0)})
+    engine = LoopEngine(config)
+    state = engine.new_state()
+    assert engine.add_usage(state, "m", Usage(input_tokens=10**9)) is None
+    assert state.cost.usd == 1_000_000.0  # 1e9 tokens at 1000 USD per million
+
+
+# --- the transition history ---------------------------------------------------------------------------------------
+
+def test_the_transition_history_keeps_the_last_thousand() -> None:
+    # One call repeated 1800 times; its result changes every third call (r0 r0 r0 r1 r1 r1 ...). Within a block of
+    # three equal results the verdicts are working (the result changed: progress), working, stuck (three calls with
+    # one result), so the kinds flip at 3b (stuck -> working, b >= 1) and at 3b + 2 (working -> stuck): for 600
+    # blocks that is 1 + 2 * 599 = 1199 transitions. The state keeps the last 1000 of them (memory per trace is
+    # bounded): transitions number 199..1198, the first kept being block 100's return to working at call 300, the
+    # last the relapse at call 1799.
+    engine = LoopEngine()
+    state = engine.new_state()
+    for i in range(1800):
+        engine.observe(state, _call("poll", {"job": 7}, result=f"r{i // 3}", at=i))
+    assert state.transition_count == 1199
+    assert len(state.transitions) == 1000
+    first, last = state.transitions[0], state.transitions[-1]
+    assert (first.step, first.previous, first.verdict.kind) == (300, "stuck", "working")
+    assert (last.step, last.previous, last.verdict.kind) == (1799, "working", "stuck")
+
+
+# --- non-object arguments -----------------------------------------------------------------------------------------
+
+def test_list_arguments_spelt_differently_are_one_call_by_period() -> None:
+    # "[1, 2]" and "[1,2]" are the same JSON value: one signature. Three such calls with one result in a row are a
+    # period-1 loop of three: stuck after the third, cycle starting at call 0.
+    engine = LoopEngine()
+    state = engine.new_state()
+    obs = [engine.observe(state, _call("pick", a, at=i)) for i, a in enumerate(["[1, 2]", "[1,2]", " [1 ,2] "])]
+    assert [o.verdict.kind for o in obs] == ["working", "working", "stuck"]
+    assert (obs[2].verdict.rule, obs[2].verdict.period, obs[2].verdict.repetitions, obs[2].verdict.cycle_start) == (
+        "period", 1, 3, 0)
+
+
+def test_list_arguments_spelt_differently_are_one_call_by_frequency() -> None:
+    # The same three spellings interleaved with two unrelated calls: no period holds (the other calls differ), but
+    # one signature three times in the window is the frequency rule's repetition: stuck after call 4, with
+    # repetitions 3 and the first of them at call 0.
+    engine = LoopEngine()
+    state = engine.new_state()
+    calls = [_call("pick", "[1, 2]", at=0), _call("other", {"n": 1}, result="a", at=1), _call("pick", "[1,2]", at=2),
+             _call("else", {"n": 2}, result="b", at=3), _call("pick", "[ 1, 2 ]", at=4)]
+    obs = [engine.observe(state, c) for c in calls]
+    assert [o.verdict.kind for o in obs] == ["working"] * 4 + ["stuck"]
+    v = obs[4].verdict
+    assert (v.rule, v.repetitions, v.cycle_start, v.tool) == ("frequency", 3, 0, "pick")
+
+
+def test_different_lists_and_scalars_are_different_calls() -> None:
+    # The other side: [1, 2] and [2, 1] differ (list order matters), and so do "7" (the number) and "\"7\""
+    # (the string): no call repeats, all working.
+    engine = LoopEngine()
+    state = engine.new_state()
+    args = ["[1, 2]", "[2, 1]", "[1, 2, 3]", "7", '"7"', "[1, 2.5]"]
+    kinds = [engine.observe(state, _call("pick", a, at=i)).verdict.kind for i, a in enumerate(args)]
+    assert kinds == ["working"] * 6

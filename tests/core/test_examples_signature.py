@@ -1,0 +1,153 @@
+"""Canonical signatures at their limits, one fixed example each, expected texts written out by hand.
+
+The README's rules: keys sorted at every depth, integral floats folded to ints (only where a double still holds
+every integer, below 2**53), sets written in a fixed order, arguments longer than ``max_argument_bytes`` digested
+whole without parsing, values nested deeper than the depth limit (64) digested. Each test goes through
+``LoopEngine.signature`` so that it holds whatever the canonicaliser's internals become.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
+
+
+def _canon(args: Any, config: LoopGuardConfig | None = None) -> str:
+    return LoopEngine(config).signature(ToolCall("t", args)).canonical
+
+
+# --- sets ---------------------------------------------------------------------------------------------------------
+
+def test_int_sets_whose_iteration_order_differs_have_one_spelling() -> None:
+    # 0 and 8 fall into the same slot of a small set's table, so the set built by inserting 8 first iterates
+    # 8, 0 and the one built by inserting 0 first iterates 0, 8 (checked below, so this test cannot pass by
+    # accident). The canonical form sorts the members by their JSON text: "0" < "8", hence [0,8] for both.
+    first, second = set(), set()
+    first.add(0)
+    first.add(8)
+    second.add(8)
+    second.add(0)
+    assert list(first) != list(second), "the precondition: two equal sets iterating in different orders"
+    assert _canon({"s": first}) == '{"s":[0,8]}'
+    assert _canon({"s": second}) == '{"s":[0,8]}'
+    assert _canon({"s": frozenset(second)}) == '{"s":[0,8]}'
+
+
+_SET_SCRIPT = """
+import json, sys
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import ToolCall
+members = {"delta", "alpha", "echo", "charlie", "bravo", "foxtrot"}
+print(json.dumps([list(members), LoopEngine().signature(ToolCall("t", {"s": members})).canonical]))
+"""
+
+
+def test_string_sets_have_one_spelling_across_processes() -> None:
+    # String hashes are randomised per process, so a set of six strings iterates in a different order in
+    # (almost) every process. Six processes: at least two iteration orders must show up (the precondition; all six
+    # equal has a probability far below one in a million), and the canonical text is the same sorted list in all
+    # of them: the members' JSON texts in code-point order, "alpha" < "bravo" < ... < "foxtrot".
+    outputs = [json.loads(subprocess.run([sys.executable, "-c", _SET_SCRIPT], capture_output=True, text=True,
+                                         check=True, timeout=120).stdout) for _ in range(6)]
+    orders = {tuple(order) for order, _ in outputs}
+    assert len(orders) >= 2, "the precondition: string sets iterate in different orders in different processes"
+    expected = '{"s":["alpha","bravo","charlie","delta","echo","foxtrot"]}'
+    assert [canonical for _, canonical in outputs] == [expected] * 6
+
+
+# --- float folding ------------------------------------------------------------------------------------------------
+
+def test_integral_floats_fold_only_below_two_to_the_53() -> None:
+    # 2**53 - 1 = 9007199254740991 is the largest integer below the limit: 9007199254740991.0 folds to the int.
+    # 2**53 = 9007199254740992 is not below it: the float stays a float, written as Python writes it ("...992.0"),
+    # because beyond 2**53 a double no longer holds every integer (folding would merge distinct values).
+    # The same on the negative side; 1.5 never folds.
+    assert _canon({"x": 9007199254740991.0}) == '{"x":9007199254740991}'
+    assert _canon({"x": 9007199254740992.0}) == '{"x":9007199254740992.0}'
+    assert _canon({"x": -9007199254740991.0}) == '{"x":-9007199254740991}'
+    assert _canon({"x": -9007199254740992.0}) == '{"x":-9007199254740992.0}'
+    assert _canon({"x": 1.5}) == '{"x":1.5}'
+
+
+def test_integral_floats_in_json_text_fold_the_same_way() -> None:
+    # Arguments usually arrive as JSON text: the parsed numbers follow the same rule.
+    assert _canon('{"x": 9007199254740991.0, "y": 9007199254740992.0, "z": 2.0}') == (
+        '{"x":9007199254740991,"y":9007199254740992.0,"z":2}')
+
+
+def test_non_finite_floats_have_fixed_spellings() -> None:
+    # NaN and the infinities are not JSON: each gets a tagged string, so they compare equal to themselves and differ
+    # from one another.
+    assert _canon({"a": float("nan"), "b": float("inf"), "c": float("-inf")}) == (
+        '{"a":"\\u0000NaN","b":"\\u0000Inf","c":"\\u0000-Inf"}')
+    assert _canon('{"a": NaN, "b": Infinity, "c": -Infinity}') == '{"a":"\\u0000NaN","b":"\\u0000Inf","c":"\\u0000-Inf"}'
+
+
+# --- the argument-length limit ------------------------------------------------------------------------------------
+
+def _text_of_length(length: int) -> str:
+    # '{"q": "' (7 characters) + the padding + '"}' (2 characters).
+    text = '{"q": "' + "x" * (length - 9) + '"}'
+    assert len(text) == length
+    return text
+
+
+@pytest.mark.parametrize("limit", [65_536, 100])
+def test_arguments_up_to_the_limit_are_parsed_and_longer_ones_digested(limit: int) -> None:
+    # max_argument_bytes (default 65536): text of exactly that length is still canonicalised (the space after
+    # the colon goes), one character more is digested whole: "#" and hex digits, no JSON.
+    config = None if limit == 65_536 else LoopGuardConfig(max_argument_bytes=limit)
+    at_limit = _canon(_text_of_length(limit), config)
+    assert at_limit == '{"q":"' + "x" * (limit - 9) + '"}'
+    over = _canon(_text_of_length(limit + 1), config)
+    assert over.startswith("#") and len(over) == 25  # 12-byte digest, 24 hex digits
+    int(over[1:], 16)
+
+
+def test_digested_arguments_still_compare_equal_when_equal() -> None:
+    # A digest of the whole text: equal text, equal signature; one character changed, a different one.
+    config = LoopGuardConfig(max_argument_bytes=100)
+    text = _text_of_length(150)
+    assert _canon(text, config) == _canon(str(text), config)
+    assert _canon(text, config) != _canon(text[:-3] + 'y"}', config)
+
+
+# --- the depth limit ----------------------------------------------------------------------------------------------
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_values_nested_64_deep_are_kept_and_65_deep_digested(as_text: bool) -> None:
+    # The depth limit is 64: 64 nested lists put the innermost value at depth 64 (the outer list is depth 0), which
+    # is allowed, so the canonical text is the value itself; 65 lists put it at depth 65, and the whole value is
+    # digested ("#" + 24 hex digits) rather than walked further.
+    ok = _nested(64)
+    deep = _nested(65)
+    ok_in = json.dumps(ok) if as_text else ok
+    deep_in = json.dumps(deep) if as_text else deep
+    assert _canon(ok_in) == "[" * 64 + "1" + "]" * 64
+    digested = _canon(deep_in)
+    assert digested.startswith("#") and len(digested) == 25
+
+
+# --- volatile keys and key order ----------------------------------------------------------------------------------
+
+def test_volatile_keys_go_at_every_depth_and_keys_are_sorted() -> None:
+    # requestId, Trace-ID and correlation_id fold to default volatile keys (case, "_" and "-" ignored); "page" and
+    # "cursor" are meaningful and stay. Keys come out sorted at every depth.
+    args = {"z": 1, "requestId": "r-1", "inner": {"Trace-ID": "abc", "page": 2, "b": [{"correlation_id": 5,
+                                                                                          "cursor": "c"}]}}
+    assert _canon(args) == '{"inner":{"b":[{"cursor":"c"}],"page":2},"z":1}'
