@@ -179,7 +179,14 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
     finally:
         sys.path.pop(0)
     cases: list[tuple[str, list[str]]] = []
-    fixtures = sorted(FIXTURES.glob("*.json"))
+    # The fixtures pinned in the golden file: those of the sources judged when it was written (the file also
+    # runs as a script, hence the path for the `tests` package).
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.support.recorded_fixtures import judged_fixture_files
+    finally:
+        sys.path.pop(0)
+    fixtures = judged_fixture_files()
     docs = []
     for path in fixtures:
         doc = json.loads(path.read_text())
