@@ -7,8 +7,9 @@ extraction behaviours: an exception event's type as the error class (it makes th
 from ``loopguard.wait.*`` on OpenInference spans, and Traceloop's ``{"inputs": ...}`` envelope unwrapped.
 
 Note for the judge rework (issue 12): it changes the audit output (call numbers from 1, ``period`` only while
-stuck, "step audit" wording). These expectations use today's 0-based ``step`` and ``period`` fields; when the
-output changes, translate the expectations below (the reasoning stays) and regenerate the golden file.
+stuck, "step audit" wording). These expectations use the 0-based ``step`` and the ``period`` fields of the output
+as it is now; when the output changes, translate the expectations below (the reasoning stays) and regenerate the
+golden file.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def _i(step: int, action: str, rule: str, message: str) -> dict[str, Any]:
 # Trace 0af7...: under an invoke_agent root, six `search {"q": "same"}` tool spans one second apart (T0 + i s), each
 # returning "nothing" except the fourth (i = 3), which has status ERROR and an exception event of type TimeoutError
 # and no result; an MCP client span for the same call under the second search span (the same call seen twice:
-# counted once); `other {}` starting at T0 + 2 s like the third search, but arriving after it (ties keep arrival
-# order); an MCP `fetch {"u": 1}` directly under the root (a call of its own) at T0 + 7 s; a chat span of model "m"
+# counted once); `other {}` starting and ending with the third search (ties in start time are ordered by end
+# time, then span id: ...0003 before ...00a3); an MCP `fetch {"u": 1}` directly under the root (a call of its own) at T0 + 7 s; a chat span of model "m"
 # with 1200 input and 30 output tokens; a plain HTTP span (ignored). Calls in order:
 #   0 search, 1 search, 2 search, 3 other, 4 search (failed: TimeoutError), 5 search, 6 search, 7 fetch.
 # - call 2: the third equal call with the same result, a period-1 cycle of 3 -> stuck (period 1); first nudge.
@@ -104,13 +105,9 @@ MIXED_NO_TOOLS = {
     "steps_used": 0, "ok": True, "violations": [], "transitions": [], "interventions": [],
 }
 
-# Trace 3af7...: the root span comes first and ends the trace with no tool call (a report like the one above); its
-# four late children `same {}` -> "r" are then judged as a trace of their own: stuck after the third (period 1,
+# Trace 3af7...: the root span comes first, its four children `same {}` -> "r" later in the same request; one
+# trace all the same (the whole input is read before a trace is judged): stuck after the third call (period 1,
 # nudge), stopped after the fourth. Step audit: four identical calls with empty arguments, "same|" from 0.
-MIXED_LATE_ROOT = {
-    "trace_id": "3af7651916cd43dd8448eb211c80319c", "verdict": "working", "rule": "none", "period": None,
-    "steps_used": 0, "ok": True, "violations": [], "transitions": [], "interventions": [],
-}
 MIXED_LATE_CHILDREN = {
     "trace_id": "3af7651916cd43dd8448eb211c80319c", "verdict": "stuck", "rule": "period", "period": 1,
     "steps_used": 4, "ok": False, "violations": ["repeat_loop:same|@0"],
@@ -119,10 +116,11 @@ MIXED_LATE_CHILDREN = {
                       _i(3, "stop", "period", AFTER_NUDGE.format(tool="same", n=4))],
 }
 
-# The order of the reports: a trace is reported when its root span ends, the traces left without a root at the
-# end of the input in order of first appearance: 0af7's root ends in the second request, 2af7's only span (no
-# parent: a root) in the fourth, 3af7's root in the fifth; then 1af7 (no root) and 3af7's late children.
-MIXED = [MIXED_AGENT, MIXED_NO_TOOLS, MIXED_LATE_ROOT, MIXED_SNAKE, MIXED_LATE_CHILDREN]
+# Every trace is judged once the input has been read, and reported in order of first appearance: 0af7 (first
+# request), 1af7 (third), 2af7 (fourth), 3af7 (fifth). None was cut short by the buffer limit: "partial" false.
+MIXED = [MIXED_AGENT, MIXED_SNAKE, MIXED_NO_TOOLS, MIXED_LATE_CHILDREN]
+for _report in MIXED:
+    _report["partial"] = False
 
 # --- a recorded fixture: LangGraph's ReAct agent under OpenInference, the model asking for one search 5 times ---------
 
@@ -137,7 +135,7 @@ FIXTURE_REPORT = {
     "transitions": [_t(2, "working", "stuck", "period", 1)],
     "interventions": [_i(2, "nudge", "period", NUDGE_3.format(tool="search")),
                       _i(3, "stop", "period", AFTER_NUDGE.format(tool="search", n=4))],
-    "cost_usd": 0.0, "unpriced_tokens": 1428, "unpriced_models": ["scripted-tool-model"],
+    "partial": False, "cost_usd": 0.0, "unpriced_tokens": 1428, "unpriced_models": ["scripted-tool-model"],
 }
 
 
