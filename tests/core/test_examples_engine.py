@@ -156,3 +156,66 @@ def test_different_lists_and_scalars_are_different_calls() -> None:
     args = ["[1, 2]", "[2, 1]", "[1, 2, 3]", "7", '"7"', "[1, 2.5]"]
     kinds = [engine.observe(state, _call("pick", a, at=i)).verdict.kind for i, a in enumerate(args)]
     assert kinds == ["working"] * 6
+
+
+# --- the four rules that only the randomised differential test used to catch -----------------------------------------
+
+def test_missing_evidence_counts_only_inside_the_judged_cycle() -> None:
+    # The same call four times; the first one's result was not recorded. After call 2 the judged cycle is calls 0-2
+    # (period 1, min_repetitions 3) and holds the incomplete call 0: uncertain. After call 3 the last three calls
+    # (1-3) all have the same recorded result: the incomplete call has left the judged window, so stuck.
+    calls = [ToolCall("search", {"q": "x"}, start=T0, end=T0 + 0.5)]
+    calls += [_call("search", {"q": "x"}, at=i) for i in range(1, 4)]
+    kinds, _ = _run(None, calls)
+    assert kinds == ["working", "working", "uncertain", "stuck"]
+
+
+def test_one_incomplete_call_among_frequent_ones_is_uncertain() -> None:
+    # search three times in the window between other calls (the frequency rule, no period): the middle one has no
+    # recorded result. One incomplete call among the repeated ones is enough to withhold "stuck": uncertain.
+    calls = [_call("search", {"q": "x"}, at=0), _call("read", {"n": 1}, result="a", at=1),
+             ToolCall("search", {"q": "x"}, start=T0 + 2, end=T0 + 2.5), _call("edit", {"n": 2}, result="b", at=3),
+             _call("search", {"q": "x"}, at=4)]
+    kinds, _ = _run(None, calls)
+    assert kinds == ["working"] * 4 + ["uncertain"]
+
+
+def test_a_failure_among_frequent_calls_is_not_progress() -> None:
+    # The same pattern with the middle search failing (ValueError: not retryable) instead: a failure is never
+    # progress, so the evidence of the three searches is one result ("same result") plus a failure -> stuck by
+    # frequency, not working.
+    calls = [_call("search", {"q": "x"}, at=0), _call("read", {"n": 1}, result="a", at=1),
+             ToolCall("search", {"q": "x"}, error="ValueError", start=T0 + 2, end=T0 + 2.5),
+             _call("edit", {"n": 2}, result="b", at=3), _call("search", {"q": "x"}, at=4)]
+    engine = LoopEngine()
+    state = engine.new_state()
+    obs = [engine.observe(state, c) for c in calls]
+    assert [o.verdict.kind for o in obs] == ["working"] * 4 + ["stuck"]
+    assert (obs[4].verdict.rule, obs[4].verdict.repetitions) == ("frequency", 3)
+
+
+def test_a_cycle_of_two_failing_calls_is_not_a_retry() -> None:
+    # A B A B A B, every call failing with RateLimitError (retryable), 10 s apart (any backoff is met). A retry is
+    # the same call again: after call 4, A is frequent (3 times) and the last call is a retryable failure whose
+    # retry run is intact -> retrying. After call 5 the period-2 cycle holds three times: a cycle of two different
+    # calls is not a retry, and failures are equal evidence -> stuck (period 2).
+    calls = [ToolCall(tool, {"id": 1}, error="RateLimitError", start=T0 + 10 * i, end=T0 + 10 * i + 0.5)
+             for i, tool in enumerate("ABABAB")]
+    engine = LoopEngine()
+    state = engine.new_state()
+    obs = [engine.observe(state, c) for c in calls]
+    assert [o.verdict.kind for o in obs] == ["working"] * 4 + ["retrying", "stuck"]
+    assert (obs[5].verdict.rule, obs[5].verdict.period) == ("period", 2)
+
+
+def test_a_failure_among_frequent_calls_with_equal_digests_is_not_progress() -> None:
+    # As above, but the two successful results differ in a volatile field only ({"request_id": 1, "v": 2} and
+    # {"request_id": 2, "v": 2}): as evidence they are one result (the volatile key is removed before digesting),
+    # and the failure is still not progress -> stuck by frequency.
+    calls = [_call("search", {"q": "x"}, result='{"request_id": 1, "v": 2}', at=0),
+             _call("read", {"n": 1}, result="a", at=1),
+             ToolCall("search", {"q": "x"}, error="ValueError", start=T0 + 2, end=T0 + 2.5),
+             _call("edit", {"n": 2}, result="b", at=3),
+             _call("search", {"q": "x"}, result='{"request_id": 2, "v": 2}', at=4)]
+    kinds, _ = _run(None, calls)
+    assert kinds == ["working"] * 4 + ["stuck"]
