@@ -401,3 +401,18 @@ def test_unpriced_model_tokens_are_counted_once() -> None:
                           "gen_ai.usage.cache_read.input_tokens": 600})
     total = CostTotal().add("nobody-prices-me", usage, {})
     assert (total.usd, total.unpriced_tokens, total.unpriced_models) == (0.0, 1050, frozenset({"nobody-prices-me"}))
+
+
+@pytest.mark.parametrize("marker", ["input_str", "metadata", "tags"])
+def test_any_langchain_envelope_key_marks_an_envelope(marker: str) -> None:
+    # OpenLLMetry's LangChain envelope is recognised by "inputs" together with any one of its other keys: the
+    # arguments are then the inputs only.
+    envelope = {"inputs": {"q": "x"}, marker: "run-1" if marker == "input_str" else {"run": 1}}
+    call = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": json.dumps(envelope)})
+    assert json.loads(call.arguments) == {"q": "x"}
+
+
+def test_a_parameter_named_inputs_is_not_an_envelope() -> None:
+    # {"inputs": ...} alone is a tool whose parameter happens to be called "inputs": the arguments stay whole.
+    text = json.dumps({"inputs": [1, 2]})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": text}).arguments == text

@@ -12,7 +12,7 @@ from typing import Any
 from otel_loopguard.core.config import LoopGuardConfig, Prices
 from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.core.model import Intervention, ToolCall
+from otel_loopguard.core.model import Intervention, Lease, ToolCall
 
 T0 = 1_767_225_600.0
 
@@ -219,3 +219,48 @@ def test_a_failure_among_frequent_calls_with_equal_digests_is_not_progress() -> 
              _call("search", {"q": "x"}, result='{"request_id": 2, "v": 2}', at=4)]
     kinds, _ = _run(None, calls)
     assert kinds == ["working"] * 4 + ["stuck"]
+
+
+# --- retry gaps and leases ------------------------------------------------------------------------------------------
+
+def _failing(at: float | None, length: float | None = 0.1) -> ToolCall:
+    start = None if at is None else T0 + at
+    end = None if at is None or length is None else T0 + at + length
+    return ToolCall("quote", {"s": "ACME"}, error="RateLimitError", start=start, end=end)
+
+
+def test_retry_gaps_without_end_times_are_measured_from_starts() -> None:
+    # Spans without an end: the gap is taken from the previous start. Starts 0, 1, 3, 7 s: gaps 1, 2, 4 s against
+    # the minimum 0.8, 1.6, 3.2 s -> retrying from the third call.
+    kinds, _ = _run(None, [_failing(t, None) for t in (0.0, 1.0, 3.0, 7.0)])
+    assert kinds == ["working", "working", "retrying", "retrying"]
+
+
+def test_retry_gaps_are_measured_from_the_previous_end() -> None:
+    # Calls 1 s long, each retry starting 0.5 s after the previous call ended (1.5 s after it started): the gap is
+    # 0.5 s, under the 0.8 s minimum -> not a backoff, stuck.
+    kinds, _ = _run(None, [_failing(t, 1.0) for t in (0.0, 1.5, 3.0)])
+    assert kinds == ["working", "working", "stuck"]
+
+
+def test_retries_without_times_are_not_a_backoff() -> None:
+    # The first failure has times, the next two none: without times no backoff can be shown -> stuck.
+    kinds, _ = _run(None, [_failing(0.0), _failing(None), _failing(None)])
+    assert kinds == ["working", "working", "stuck"]
+
+
+def test_a_lease_ends_when_another_call_is_made() -> None:
+    # A lease declared by poll {"job": 7} (owner ci, deadline an hour ahead): waiting. The wait is over when the
+    # next call is a different one, whether the same tool with other arguments or another tool with the same
+    # arguments: working again.
+    lease = Lease("ci", T0 + 3600)
+    for other in (ToolCall("poll", {"job": 8}, result="x", result_captured=True, start=T0 + 10, end=T0 + 11),
+                  ToolCall("fetch", {"job": 7}, result="x", result_captured=True, start=T0 + 10, end=T0 + 11)):
+        calls = [ToolCall("poll", {"job": 7}, result="pending", result_captured=True, start=T0, end=T0 + 1,
+                          lease=lease), other]
+        kinds, _ = _run(None, calls)
+        assert kinds == ["waiting", "working"], other.tool
+    # The same call again without declaring the lease anew: still the same wait.
+    again = [ToolCall("poll", {"job": 7}, result="pending", result_captured=True, start=T0 + i, end=T0 + i + 1,
+                      lease=lease if i == 0 else None) for i in range(2)]
+    assert _run(None, again)[0] == ["waiting", "waiting"]

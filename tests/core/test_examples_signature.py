@@ -158,3 +158,65 @@ def test_floats_fold_in_text_that_holds_a_json_constant_too() -> None:
     # (2.0 -> 2, 1.5 stays), so these arguments equal the same ones written with 2.
     assert _canon('{"a": NaN, "b": 2.0, "c": 1.5}') == '{"a":"\\u0000NaN","b":2,"c":1.5}'
     assert _canon('{"a": NaN, "b": 2.0, "c": 1.5}') == _canon({"a": float("nan"), "b": 2, "c": 1.5})
+
+
+# --- Python values: the spelling of what JSON has not -----------------------------------------------------------------
+
+def _nested_dict(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def test_objects_nested_64_deep_are_kept_and_65_deep_digested() -> None:
+    # The same limit for objects: the value inside 64 nested objects sits at depth 64 and is kept.
+    assert _canon(_nested_dict(64)) == '{"k":' * 64 + "1" + "}" * 64
+    assert _canon(_nested_dict(65)).startswith("#")
+
+
+def test_non_string_keys_none_and_bytes() -> None:
+    # A non-string key is written as its repr ("5", "(1, 2)"); None is JSON null; bytes are a tagged digest of
+    # their content (BLAKE2b, 12 bytes), so equal bytes compare equal without their content showing.
+    import hashlib
+
+    assert _canon({5: "a"}) == '{"5":"a"}'
+    assert _canon({(1, 2): "a"}) == '{"(1, 2)":"a"}'
+    assert _canon({"a": None, "b": True}) == '{"a":null,"b":true}'
+    digest = hashlib.blake2b(b"abc", digest_size=12).hexdigest()
+    assert _canon({"b": b"abc"}) == '{"b":"\\u0000bytes:' + digest + '"}'
+
+
+def test_floats_are_written_as_python_writes_them() -> None:
+    # A float kept as a float is written as Python's repr: 1e16 (above 2**53, so not folded) as 1e+16 and 1e-07
+    # for 1e-7, whether the arguments came as text or as values.
+    assert _canon('{"x": 1e16, "y": 1e-7}') == '{"x":1e+16,"y":1e-07}'
+    assert _canon({"x": 1e16, "y": 1e-7}) == '{"x":1e+16,"y":1e-07}'
+
+
+def test_volatile_keys_go_on_the_careful_parse_path_too() -> None:
+    # Text holding NaN takes the careful parser: volatile keys are dropped there as well, at any depth.
+    assert _canon('{"a": NaN, "request_id": 1, "b": {"trace_id": 2, "c": 1}}') == '{"a":"\\u0000NaN","b":{"c":1}}'
+
+
+def test_recorded_arguments_are_the_default() -> None:
+    # The normalizer's signature of a call is a known one unless told the arguments were not recorded.
+    normalizer = LoopEngine().normalizer
+    assert normalizer.signature("t", {"a": 1}).canonical == '{"a":1}'
+    assert normalizer.signature("t", {"a": 1}, False).known is False
+
+
+def test_a_nudge_appended_to_a_result_is_not_evidence() -> None:
+    # Everything from the first nudge marker on is loopguard's text, not the tool's: "rows: 0" with one or two
+    # nudges appended is the same evidence as "rows: 0" alone, and differs from "rows: 1".
+    from otel_loopguard.core.signature import NUDGE_MARKER
+
+    n = LoopEngine().normalizer
+
+    def evidence(result: str) -> str | None:
+        return n.evidence(error=None, progress=None, result=result, result_captured=True)
+
+    base = evidence("rows: 0")
+    assert evidence("rows: 0" + NUDGE_MARKER + "Try a different approach.") == base
+    assert evidence("rows: 0" + NUDGE_MARKER + "first" + NUDGE_MARKER + "second") == base
+    assert evidence("rows: 1" + NUDGE_MARKER + "Try a different approach.") != base

@@ -144,3 +144,40 @@ def test_tool_settings_refuse_a_single_string_of_names() -> None:
         ToolSettings(ignore_args="trace_token")  # type: ignore[arg-type]
     # A list is folded like volatile keys.
     assert ToolSettings(ignore_args=frozenset({"Trace-Token"})).ignore_args == frozenset({"tracetoken"})
+
+
+# --- files --------------------------------------------------------------------------------------------------------
+
+def test_steps_file_errors_name_the_file(tmp_path: Any) -> None:
+    from otel_loopguard.core.steps import load_steps
+
+    missing = tmp_path / "missing.json"
+    with pytest.raises(InputError) as info:
+        load_steps(str(missing))
+    # The OS's reason, not the exception's repr ("[Errno 2] ...").
+    assert str(info.value) == f"{missing}: cannot read: No such file or directory"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{")
+    with pytest.raises(InputError, match=r"bad.json: not valid JSON: "):
+        load_steps(str(bad))
+    otlp = tmp_path / "otlp.json"
+    otlp.write_text('{"resourceSpans": []}')
+    with pytest.raises(InputError) as info:
+        load_steps(str(otlp))
+    assert str(info.value) == f"{otlp}: not a steps file (expected a list of steps or an object with 'steps')"
+    # UTF-8 text, whatever the locale: a tool name with an accent reads back as written.
+    good = tmp_path / "good.json"
+    good.write_bytes('[{"tool": "recherche_\u00e9t\u00e9"}]'.encode())
+    assert load_steps(str(good)).calls[0].tool == "recherche_\u00e9t\u00e9"
+
+
+def test_configuration_file_errors(tmp_path: Any) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        LoopGuardConfig.load(missing, environ={})
+    assert str(info.value) == f"{missing}: cannot read configuration: No such file or directory"
+    extra = tmp_path / "extra.toml"
+    extra.write_text("zeta = 1\nalpha = 2\n")
+    with pytest.raises(ConfigError) as info:
+        LoopGuardConfig.load(extra, environ={})
+    assert str(info.value) == f"{extra}: top level: unknown key(s) alpha, zeta"
