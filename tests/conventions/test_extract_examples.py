@@ -416,3 +416,23 @@ def test_a_parameter_named_inputs_is_not_an_envelope() -> None:
     # {"inputs": ...} alone is a tool whose parameter happens to be called "inputs": the arguments stay whole.
     text = json.dumps({"inputs": [1, 2]})
     assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": text}).arguments == text
+
+
+def test_result_envelopes_without_a_call_id() -> None:
+    # OpenLLMetry's {"output": {"kwargs": {"content": ...}}} is unwrapped even without a tool_call_id.
+    text = json.dumps({"output": {"lc": 1, "kwargs": {"content": "found"}}, "kwargs": {"name": "search"}})
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == "found"
+
+
+@pytest.mark.parametrize("doc", [
+    {"output": {"status": "ok"}, "kwargs": {"x": 1}},   # an "output" without kwargs
+    {"output": {"kwargs": None}, "kwargs": {"x": 1}},   # kwargs that are not an object
+    {"tool_call_id": "c", "value": 3},                  # a call id without content
+    {"content": "c", "kwargs": {"x": 1}},               # content without a call id
+    {"kwargs": {"content": "c"}},                       # a bare message without a call id
+])
+def test_results_that_only_look_like_envelopes_stay_whole(doc: dict[str, Any]) -> None:
+    # Each mentions "kwargs" or "tool_call_id", so the unwrap is tried, but none is a ToolMessage: the result is the
+    # same text.
+    text = json.dumps(doc)
+    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text

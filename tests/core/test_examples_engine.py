@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from otel_loopguard.core.config import LoopGuardConfig, Prices
 from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
@@ -264,3 +266,20 @@ def test_a_lease_ends_when_another_call_is_made() -> None:
     again = [ToolCall("poll", {"job": 7}, result="pending", result_captured=True, start=T0 + i, end=T0 + i + 1,
                       lease=lease if i == 0 else None) for i in range(2)]
     assert _run(None, again)[0] == ["waiting", "waiting"]
+
+
+@pytest.mark.parametrize(("results", "kind"), [
+    (("r1", "r2", "r3"), "working"),   # three different results: progress
+    (("r1", "r1", "r2"), "working"),   # two different results: still progress
+    (("r1", "r1", "r1"), "stuck"),     # one result: stuck
+])
+def test_frequent_calls_are_stuck_only_with_one_result(results: tuple[str, str, str], kind: str) -> None:
+    # search three times in the window between other calls (the frequency rule): stuck only when every result is
+    # the same; any change of result is progress (rule progress).
+    calls = [_call("search", {"q": "x"}, result=results[0], at=0), _call("read", {"n": 1}, result="a", at=1),
+             _call("search", {"q": "x"}, result=results[1], at=2), _call("edit", {"n": 2}, result="b", at=3),
+             _call("search", {"q": "x"}, result=results[2], at=4)]
+    engine = LoopEngine()
+    state = engine.new_state()
+    last = [engine.observe(state, c) for c in calls][-1].verdict
+    assert (last.kind, last.rule) == (kind, "frequency" if kind == "stuck" else "progress")

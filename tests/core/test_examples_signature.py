@@ -220,3 +220,23 @@ def test_a_nudge_appended_to_a_result_is_not_evidence() -> None:
     assert evidence("rows: 0" + NUDGE_MARKER + "Try a different approach.") == base
     assert evidence("rows: 0" + NUDGE_MARKER + "first" + NUDGE_MARKER + "second") == base
     assert evidence("rows: 1" + NUDGE_MARKER + "Try a different approach.") != base
+
+
+def test_volatile_keys_go_inside_arrays_of_objects_in_text() -> None:
+    # Several objects, some inside arrays inside objects: the volatile keys go at every level.
+    text = '{"a": [{"request_id": 1, "x": 2}, [{"span_id": 3, "y": 4}]], "b": {"c": 1, "nonce": "n"}}'
+    assert _canon(text) == '{"a":[{"x":2},[{"y":4}]],"b":{"c":1}}'
+
+
+def test_results_with_lone_surrogates_have_evidence() -> None:
+    # A tool can return text that is not valid UTF-8 (a lone surrogate from a broken decoder): it still has an
+    # evidence digest, equal for equal text and different for different text.
+    n = LoopEngine().normalizer
+
+    def evidence(result: str) -> str | None:
+        return n.evidence(error=None, progress=None, result=result, result_captured=True)
+
+    a = evidence("x\ud800")
+    assert a is not None and a.startswith("r:")
+    assert a == evidence("x\ud800")
+    assert a != evidence("x\ud801")
