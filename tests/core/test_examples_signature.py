@@ -240,3 +240,39 @@ def test_results_with_lone_surrogates_have_evidence() -> None:
     assert a is not None and a.startswith("r:")
     assert a == evidence("x\ud800")
     assert a != evidence("x\ud801")
+
+
+def test_set_members_are_ordered_by_their_json_text() -> None:
+    # Not by value: "10" < "9" as text, so {9, 10} is written [10,9]. This is also what makes a set of mixed types
+    # (which Python cannot compare) sortable: the text '"a"' starts with a quote (0x22), which sorts before the
+    # digit of '1' (0x31), so ["a",1].
+    assert _canon({"s": {9, 10}}) == '{"s":[10,9]}'
+    assert _canon({"s": {1, "a"}}) == '{"s":["a",1]}'
+
+
+def _nested_frozenset(depth: int) -> Any:
+    value: Any = frozenset({1})
+    for _ in range(depth - 1):
+        value = frozenset({value})
+    return value
+
+
+def test_sets_count_towards_the_depth_limit() -> None:
+    # 40 nested sets put the innermost member at depth 40 (inside {"s": ...}: 41): kept, as nested lists.
+    assert _canon({"s": _nested_frozenset(40)}) == '{"s":' + "[" * 40 + "1" + "]" * 40 + "}"
+    # 70 nested sets are deeper than 64: digested.
+    assert _canon({"s": _nested_frozenset(70)}).startswith("#")
+
+
+class _Point:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def test_other_objects_are_spelt_by_their_repr_cut_at_256() -> None:
+    # An object JSON cannot hold is written as a tagged string of its repr, at most 256 characters of it.
+    assert _canon({"o": _Point("P(1)")}) == '{"o":"\\u0000obj:P(1)"}'
+    assert _canon({"o": _Point("x" * 300)}) == '{"o":"\\u0000obj:' + "x" * 256 + '"}'

@@ -181,3 +181,18 @@ def test_configuration_file_errors(tmp_path: Any) -> None:
     with pytest.raises(ConfigError) as info:
         LoopGuardConfig.load(extra, environ={})
     assert str(info.value) == f"{extra}: top level: unknown key(s) alpha, zeta"
+
+
+def test_configuration_table_errors_name_the_table(tmp_path: Any) -> None:
+    # A per-tool retry table with an unknown key: the path of the table is in the message.
+    bad_retry = tmp_path / "retry.toml"
+    bad_retry.write_text('[tools."fetch".retry]\nbogus = 1\n')
+    with pytest.raises(ConfigError) as info:
+        LoopGuardConfig.load(bad_retry, environ={})
+    assert str(info.value) == f'{bad_retry}: [tools."fetch"].retry: unknown key(s) bogus'
+    # prices given as a number instead of a table of models.
+    bad_prices = tmp_path / "prices.toml"
+    bad_prices.write_text("prices = 5\n")
+    with pytest.raises(ConfigError) as info:
+        LoopGuardConfig.load(bad_prices, environ={})
+    assert str(info.value) == f"{bad_prices}: tables [retry], [lease], [prices.*] and [tools.*] must be TOML tables"
