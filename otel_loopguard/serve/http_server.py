@@ -139,7 +139,7 @@ class _Connection(web.RequestHandler):
             slot.header_since = self.owner.loop_time()
         super().data_received(data)
 
-    def eof_received(self) -> bool:  # type: ignore[override]
+    def eof_received(self) -> bool | None:  # type: ignore[override]
         # aiohttp closes on a half-close; a client that half-closes after its request still gets its answer, and one
         # that half-closes inside its body gets a 400 (the body ended before its length) instead of silence. The
         # connection is closed after that answer, or by the sweeper when no request follows.
@@ -149,7 +149,8 @@ class _Connection(web.RequestHandler):
         if reading is not None and not reading.is_eof():
             slot.truncated = True
             reading.feed_eof()
-        return True
+        # TLS has no half-close (asyncio's SSL transport ignores the answer and warns about True).
+        return None if self.owner.tls else True
 
     def log_exception(self, *args: Any, **kwargs: Any) -> None:
         # aiohttp reports a malformed request (bad framing, Transfer-Encoding with Content-Length, over-long
@@ -183,6 +184,7 @@ class OTLPHTTPServer:
         self.max_connections = settings.connections()
         self._token: BearerToken | None = settings.bearer_token
         self._ssl: ssl.SSLContext | None = settings.tls.ssl_context() if settings.tls is not None else None
+        self.tls = self._ssl is not None
         host, port = address
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family = infos[0][0] if infos else socket.AF_INET
