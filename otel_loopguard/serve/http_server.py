@@ -327,7 +327,7 @@ class OTLPHTTPServer:
                 slot.sock, ssl=self._ssl,
                 ssl_handshake_timeout=self.settings.header_timeout if self._ssl is not None else None,
             )
-        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the slot must be freed or the cap fills up
             # A failed or timed-out TLS handshake (a wrong or missing client certificate, a plain-text client).
             _logger.debug("otel-loopguard serve: connection not established: %s", exc)
             self.forget(slot)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-import resource
 import ssl
 import stat
 import sys
@@ -43,6 +42,11 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not on POSIX: no open-file limit to read or raise
+    resource = None  # type: ignore[assignment]
 
 __all__ = [
     "SETTING_NAMES",
@@ -65,6 +69,8 @@ _MAX_AUTO_CONNECTIONS = 1024
 
 def raise_open_file_limit() -> int:
     """Raise the soft open-file limit to the hard one (as the Go runtime does at start); returns the soft limit."""
+    if resource is None:  # pragma: no cover
+        return 1 << 20
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY:
         return soft if soft != resource.RLIM_INFINITY else 1 << 20
@@ -79,6 +85,8 @@ def raise_open_file_limit() -> int:
 
 def default_max_connections(open_files: int | None = None) -> int:
     """Connections per receiver when not configured: half of what the open-file limit leaves after a reserve."""
+    if open_files is None and resource is None:  # pragma: no cover
+        open_files = 1 << 20
     if open_files is None:
         open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if open_files == resource.RLIM_INFINITY:

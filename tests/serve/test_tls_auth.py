@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from otel_loopguard.serve.server import command_settings
 from otel_loopguard.serve.settings import BearerToken, ServeSettings, TLSFiles, exposure_warnings
 from tests.support.certs import Certs, make_certs
 
+from ._net import closed_by_peer
 from ._support import EXPORT_METHOD, FIXTURE_FILES, Harness, post, to_proto
 
 REPO = Path(__file__).resolve().parents[2]
@@ -288,3 +290,13 @@ def test_command_with_tls_and_token_from_the_config_file(tmp_path: Path, certs: 
             proc.kill()
     assert f"stopped after {SPANS} spans" in rest
     assert TOKEN not in line + rest
+
+
+def test_a_stalled_tls_handshake_is_cut_at_the_header_timeout(certs: Certs) -> None:
+    """A client that connects to the TLS receiver and never sends its ClientHello is disconnected after
+    header_timeout, like a client that never sends its headers; the receiver then serves a real client."""
+    settings = ServeSettings(tls=TLSFiles(str(certs.server_cert), str(certs.server_key)), header_timeout=0.5)
+    with Harness(settings=settings) as h:
+        with socket.create_connection(("127.0.0.1", h.server.http_port), timeout=10) as sock:
+            assert closed_by_peer(sock, within=20)
+        assert _https_post(h.server.http_port, _client_context(certs)) == 200
