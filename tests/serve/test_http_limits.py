@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -284,3 +285,69 @@ def test_gzip_helper_refuses_a_bomb_member_after_a_small_one() -> None:
     assert gunzip(gzip.compress(b"ab") + gzip.compress(b"") + gzip.compress(b"cd"), 4) == b"abcd"
     with pytest.raises(InputError, match="truncated"):
         gunzip(gzip.compress(b"ab") + gzip.compress(b"cd")[:-3], 100)
+
+
+def test_grpc_max_connection_age_sends_a_goaway() -> None:
+    """gRPC: with grpc_max_connection_age set, a connection is ended (GOAWAY) after that age even though idle_timeout
+    is far away; the next call reconnects."""
+    with Harness(settings=ServeSettings(grpc_max_connection_age=0.5, idle_timeout=600), http_on=False) as h:
+        with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                         request_serializer=None, response_deserializer=None)
+            export(to_proto(json.loads(GOOD.read_text())), timeout=10)
+            went_idle = threading.Event()
+            channel.subscribe(lambda state: went_idle.set() if state == grpc.ChannelConnectivity.IDLE else None)
+            assert went_idle.wait(20)
+            export(to_proto(json.loads(GOOD.read_text())), timeout=10)
+        assert h.server.stats().spans == 2 * GOOD_SPANS
+
+
+def test_grpc_calls_beyond_max_concurrent_rpcs_get_resource_exhausted() -> None:
+    """gRPC: with one call in progress (held inside serve) and grpc_max_concurrent_rpcs = 1, a second call is refused
+    with RESOURCE_EXHAUSTED; once the first finishes, calls succeed again."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(body: bytes, content_type: str) -> None:  # --forward runs after judging, on the serving thread
+        entered.set()
+        release.wait(30)
+
+    body = to_proto(json.loads(GOOD.read_text()))
+    with Harness(settings=ServeSettings(grpc_max_concurrent_rpcs=1), http_on=False, forward=hold) as h:
+        with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                         request_serializer=None, response_deserializer=None)
+            first = export.future(body, timeout=30)
+            assert entered.wait(10)
+            with pytest.raises(grpc.RpcError) as info:
+                export(body, timeout=10)
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            release.set()
+            first.result()
+            export(body, timeout=10)
+
+
+def test_http_bodies_beyond_max_concurrent_requests_wait_unread() -> None:
+    """HTTP: with one request held inside serve and max_concurrent_requests = 1, a second request's body is not read
+    (its "100 Continue" does not come) until the first finishes; then it is served."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(body: bytes, content_type: str) -> None:
+        entered.set()
+        release.wait(30)
+
+    data = GOOD.read_bytes()
+    with Harness(settings=ServeSettings(max_concurrent_requests=1), grpc_on=False, forward=hold) as h:
+        first = threading.Thread(target=post, args=(h.server.http_port, data, "application/json"))
+        first.start()
+        assert entered.wait(10)
+        with socket.create_connection(("127.0.0.1", h.server.http_port), timeout=10) as sock:
+            sock.sendall(HEAD + b"\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(data))
+            # Held back while the first request holds the only place (a longer wait would only make this surer).
+            assert not select.select([sock], [], [], 0.3)[0]
+            release.set()
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+            sock.sendall(data)
+            status, _, _ = parse_reply(sock.recv(65536))
+            assert status == 200
+        first.join(10)
+        assert h.server.stats().spans == 2 * GOOD_SPANS
