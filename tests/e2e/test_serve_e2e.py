@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_loopguard._config import LoopGuardConfig
 from otel_loopguard._serve import Server
-from tests.support.collector_fixtures import REQUIRE_E2E, ROTEL_AGENT_OVERRIDE
+from tests.support.collector_fixtures import ROTEL_AGENT_OVERRIDE
+from tests.support.external import unavailable
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector
 
@@ -62,10 +63,7 @@ def rotel_to_serve(
 ) -> Iterator[RotelCollector]:
     """A rotel agent whose OTLP exporter points at serve's gRPC receiver."""
     if rotel_unavailable_reason is not None:
-        message = f"rotel collector unavailable: {rotel_unavailable_reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"rotel collector unavailable: {rotel_unavailable_reason}")
     collector = RotelCollector(f"127.0.0.1:{serve[0].grpc_port}", agent=ROTEL_AGENT_OVERRIDE)
     collector.start()
     try:
