@@ -31,7 +31,7 @@ from tests.support.rotel import RotelCollector
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 10.0
+WAIT = 60.0  # a deadline: every wait returns as soon as its condition holds
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
                 "gen_ai.tool.call.result": json.dumps({"hits": []}),
             }) as tool:
                 tool_span_ids.append(f"{tool.get_span_context().span_id:016x}")
-    assert tracer_provider.force_flush(5_000)
+    assert tracer_provider.force_flush(30_000)
     tracer_provider.shutdown()
 
     def stuck_event(r: RecordingOTLPReceiver) -> bool:
@@ -112,7 +112,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
 
     # The event leaves serve's batch log processor on the flush, once serve has judged the spans rotel forwarded.
     assert judged.wait(WAIT), rotel_to_serve.diagnostics()
-    assert logger_provider.force_flush(10_000)
+    assert logger_provider.force_flush(30_000)
     assert otlp_receiver.wait_for(stuck_event, timeout=WAIT), rotel_to_serve.diagnostics()
     record = next(r for r in otlp_receiver.log_records()
                   if r["event_name"] == "loopguard.verdict" and r["attributes"]["loopguard.verdict"] == "stuck")
@@ -122,7 +122,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
     assert record["attributes"]["loopguard.verdict.previous"] == "working"
     assert record["severity_text"] == "WARN"
     assert record["resource"]["service.name"] == "otel-loopguard"
-    assert meter_provider.force_flush(10_000)
+    assert meter_provider.force_flush(30_000)
     assert otlp_receiver.wait_for(
         lambda r: {"loopguard.verdicts", "loopguard.tool_calls"} <= {p["name"] for p in r.metric_points()}, timeout=WAIT
     )
