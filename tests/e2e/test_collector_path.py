@@ -206,7 +206,7 @@ def _run_policy_probe(require: bool) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a deadline for a hang: a pytest run with the SDK and gRPC imported takes seconds, more when loaded
         check=False,
     )
 
