@@ -5,7 +5,7 @@ small ``max_traces`` and a short idle timeout.
 The soak is bounded by requests, not seconds: every load client makes exactly ``REQUESTS`` valid requests, serve's
 clock counts the load requests made (so ``IDLE`` is a number of requests) and memory is sampled at ``SAMPLES`` evenly
 spaced request counts. Every figure asserted here is then the same on a loaded two-core CI machine as on a fast one
-(a 5-second soak asserting samples and requests per second failed 3 runs of 3 under load).
+(a 5-second soak asserting what a fast machine does in 5 s failed 5 runs of 5 with three busy loops on two cores).
 
 That the receivers bind 127.0.0.1 by default is pinned in ``tests/serve/test_errors.py::
 test_binds_loopback_by_default`` (not repeated here).
@@ -21,7 +21,7 @@ MAX_TRACES = 50
 HTTP_CLIENTS, GRPC_CLIENTS = 3, 1
 REQUESTS = 120  # per load client: 480 load requests, 4 new traces each
 # A trace is idle after this many load requests without a span of it. In that time 4 * 40 = 160 traces start, so
-# the 50-trace limit is what ends most traces during the load (evictions), and the idle timer the rest.
+# the 50-trace limit is what ends traces during the load (evictions); the idle timer ends those left open after it.
 IDLE = 40
 SAMPLES = 40  # one before the load, then one every 480 / 40 = 12 load requests
 # Heap samples move by tens of KiB with the requests in flight. Between the two windows (fractions 0.4-0.65 and
