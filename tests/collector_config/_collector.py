@@ -121,12 +121,14 @@ def run_shipped(
     names: tuple[str, ...],
     env: Mapping[str, str],
     extra: Mapping[str, Any] | None = None,
+    listeners: tuple[dict[str, Any], Ports] | None = None,
 ) -> Iterator[Running]:
     """Run ``--config`` each shipped file in ``names``, then an overlay with free ports (and ``extra``).
 
-    On a failure inside the block the Collector's output is printed, so it shows in the report.
+    ``listeners`` is a :func:`listener_overlay` result chosen beforehand (when a test needs a port before the
+    Collector starts). On a failure inside the block the Collector's output is printed, so it shows in the report.
     """
-    overlay, ports = listener_overlay(*names)
+    overlay, ports = listeners or listener_overlay(*names)
     if extra:
         overlay = merge(overlay, extra)
     configs = [CONFIG_DIR / name for name in names] + [write_overlay(tmp_path, overlay)]
