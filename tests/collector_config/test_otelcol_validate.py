@@ -8,7 +8,9 @@ the shipped files must start without either, so they keep working when those ali
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,6 @@ def test_validate_accepts_the_shipped_configuration(otelcol_bin: Path, names: tu
 @pytest.mark.parametrize("names", COMBINATIONS, ids=IDS)
 def test_validate_accepts_other_listen_hosts(otelcol_bin: Path, names: tuple[str, ...]) -> None:
     """OTELCOL_LISTEN_HOST=0.0.0.0 (the documented way to accept other hosts) still gives a valid configuration."""
-    import os
-
     env = {**os.environ, "OTELCOL_LISTEN_HOST": "0.0.0.0"}  # noqa: S104 - only validated, never started
     done = _validate(otelcol_bin, [CONFIG_DIR / name for name in names], env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -83,3 +83,23 @@ def test_starts_without_deprecation_warnings(otelcol_bin: Path, tmp_path: Path, 
     assert "Everything is ready" in output
     offending = [line for line in output.splitlines() if any(m in line for m in DEPRECATION_MARKERS)]
     assert not offending, "\n".join(offending)
+
+
+@pytest.mark.parametrize(("require", "outcome", "code"), [("1", "errors", 1), ("", "skipped", 0)])
+def test_a_missing_collector_fails_under_require_e2e_and_skips_otherwise(
+    tmp_path: Path, require: str, outcome: str, code: int
+) -> None:
+    """LOOPGUARD_OTELCOL naming no binary: CI's LOOPGUARD_REQUIRE_E2E=1 turns the skip into a failure.
+
+    The failure is raised in the fixture, so pytest reports it as an error, and exits 1 like for a failure.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env.update({"LOOPGUARD_OTELCOL": str(tmp_path / "no-otelcol"), "LOOPGUARD_REQUIRE_E2E": require})
+    done = subprocess.run(  # noqa: S603 - this interpreter running pytest on this file
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+         f"{__file__}::test_validate_accepts_the_shipped_configuration"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parents[2], check=False,
+    )
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == code and f"4 {outcome}" in summary, done.stdout[-3000:]
+    assert "no Collector binary at" in done.stdout
