@@ -15,10 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.support.otelcol import Otelcol, RecordingOTLPHTTPReceiver, write_overlay
 from tests.support.otlp_receiver import free_port
 
-from ._support import CONFIG_DIR, load_yaml
+# Defined here rather than taken from ._support, which imports the package's private modules: these tests use
+# only the public API and the CLI, so a reorganisation of otel_loopguard's internals cannot break them.
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = ROOT / "collector-config"
+RULES_FILE = CONFIG_DIR / "prometheus" / "loopguard-rules.yaml"
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse one YAML file."""
+    with path.open(encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
 
 # What the Collector logs when a configuration uses a deprecated component name or OTTL paths without their
 # context prefix (it rewrites them and says so): the shipped files must not trigger either.

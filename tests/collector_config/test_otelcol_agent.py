@@ -37,8 +37,7 @@ from otel_loopguard import LoopGuardSpanProcessor
 from tests.support.otelcol import RecordingOTLPHTTPReceiver, scrape
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
-from ._collector import Running, run_shipped
-from ._support import RULES_FILE, load_yaml, promql_names
+from ._collector import RULES_FILE, Running, load_yaml, run_shipped
 
 WAIT = 60.0  # generous: agent.yaml batches for 5 s, and the machine may be loaded; waits end on arrival
 
@@ -328,6 +327,8 @@ def test_agent_yaml_redacts_content_and_keeps_verdicts(
 
 def _rule_metric_names() -> set[str]:
     """Every metric name the alert and recording rules read (recording rules' own names excluded)."""
+    from ._support import promql_names  # the suite's PromQL name extractor (imported late: see _collector.py)
+
     names: set[str] = set()
     for group in load_yaml(RULES_FILE)["groups"]:
         for rule in group["rules"]:

@@ -31,8 +31,7 @@ from otel_loopguard import LoopGuardSpanProcessor
 from tests.support.otelcol import scrape
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
-from ._collector import run_shipped
-from ._support import CONFIG_DIR, load_yaml
+from ._collector import CONFIG_DIR, load_yaml, run_shipped
 
 WAIT = 90.0
 DECISIONS = "otelcol_processor_tail_sampling_global_count_traces_sampled_total"

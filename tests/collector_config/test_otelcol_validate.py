@@ -17,8 +17,7 @@ import pytest
 
 from tests.support.otelcol import write_overlay
 
-from ._collector import DEPRECATION_MARKERS, listener_overlay, run_shipped
-from ._support import CONFIG_DIR
+from ._collector import CONFIG_DIR, DEPRECATION_MARKERS, listener_overlay, run_shipped
 
 # Each full configuration alone, and the merge the README and agent-raw-copy.yaml's header document.
 COMBINATIONS = (
