@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -377,15 +378,14 @@ def test_agent_yaml_prometheus_exporter_serves_every_name_the_rules_use(otelcol_
             assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
 
             resource = Resource.create({"service.name": "agent-yaml-trouble-counters"})
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
             reader = PeriodicExportingMetricReader(
                 OTLPMetricExporter(endpoint=running.receiver("otlp", "grpc"), insecure=True, timeout=10),
                 export_interval_millis=600_000,
             )
             provider = MeterProvider(resource=resource, metric_readers=[reader])
             meter = provider.get_meter("otel_loopguard")
-            meter.create_counter("loopguard.traces.evicted", unit="{trace}").add(1, {"loopguard.eviction.reason": "idle"})
+            evicted = meter.create_counter("loopguard.traces.evicted", unit="{trace}")
+            evicted.add(1, {"loopguard.eviction.reason": "idle"})
             meter.create_counter("loopguard.processor.errors", unit="{error}").add(1, {"error.type": "queue_full"})
             assert provider.force_flush(10_000)
             provider.shutdown()
