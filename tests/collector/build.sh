@@ -25,6 +25,11 @@ SOURCES=(go.mod go.sum components.go main.go main_others.go main_windows.go)
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 
+# Go keeps its caches under $HOME (and so does this script); a CI environment without HOME gets the user's home
+# directory from the password database, as Python's Path.home() does in tests/support/otelcol.py.
+HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+export HOME
+
 if ! command -v go >/dev/null 2>&1; then
   log "the go command is not installed; the Collector tests need Go (see tests/collector/build.sh)"
   exit 1
