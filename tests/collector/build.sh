@@ -30,6 +30,10 @@ log() { printf 'build.sh: %s\n' "$*" >&2; }
 HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export HOME
 
+# The official Go distribution installs into /usr/local/go/bin, which a non-login shell may not have on PATH.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+  PATH="/usr/local/go/bin:$PATH"
+fi
 if ! command -v go >/dev/null 2>&1; then
   log "the go command is not installed; the Collector tests need Go (see tests/collector/build.sh)"
   exit 1
