@@ -13,7 +13,8 @@
 # otelcol-loopguard-v0.161.0-<first 16 hex digits of the SHA-256 of the sources>; when that file exists the script
 # prints its path at once. Modules and compiled packages stay in Go's own caches (GOMODCACHE, GOCACHE), so a
 # rebuild after a source change is quick as well. tests/support/otelcol.py computes the same path.
-# A cold build (empty module and build caches) downloads ~400 MB of modules and compiles for several minutes.
+# A cold build (empty module and build caches) fills ~1.1 GB of module cache and ~0.5 GB of build cache and
+# takes ~7 minutes of CPU time: 4-5 minutes on an idle 2-core machine.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
