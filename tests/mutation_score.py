@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['no tests']:7} {score}" + (f"  ({c['not checked']} not checked)" if c["not checked"] else ""))
     stale = set(equivalents) - used
     if stale:
-        print(f"\n{len(stale)} listed equivalent mutant(s) no longer survive or exist (review {EQUIVALENT.name}):")
+        print(f"\n{len(stale)} listed equivalent mutant(s) not among the survivors: not checked yet, killed, or gone "
+              f"(review {EQUIVALENT.name} after a full run):")
         for function, change in sorted(stale):
             print(f"  {function}: {change.splitlines()[0] if change else ''}")
     if args.survivors:
