@@ -239,9 +239,10 @@ def test_retry_gaps_without_end_times_are_measured_from_starts() -> None:
 
 
 def test_retry_gaps_are_measured_from_the_previous_end() -> None:
-    # Calls 1 s long, each retry starting 0.5 s after the previous call ended (1.5 s after it started): the gap is
-    # 0.5 s, under the 0.8 s minimum -> not a backoff, stuck.
-    kinds, _ = _run(None, [_failing(t, 1.0) for t in (0.0, 1.5, 3.0)])
+    # Calls 1 s long; the first retry starts 0.5 s after the first call ended (1.5 s after it started): a gap of
+    # 0.5 s, under the 0.8 s minimum -> not a backoff, stuck after the third call. (Measured from the starts, the
+    # gaps 1.5 s and 2.5 s would pass the minimum 0.8 s and 1.6 s.)
+    kinds, _ = _run(None, [_failing(t, 1.0) for t in (0.0, 1.5, 4.0)])
     assert kinds == ["working", "working", "stuck"]
 
 

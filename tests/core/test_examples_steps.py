@@ -28,12 +28,14 @@ def _error(doc: Any) -> str:
 def test_a_full_step_becomes_a_tool_call() -> None:
     # Every key of a step, as the README lists them: the call carries them all; the raw step keeps tool and args
     # for the step audit. "result" present (even null) means a recorded result.
-    doc = [{"tool": "poll", "args": {"job": 7}, "args_captured": True, "result": None, "error": "Timeout",
+    doc = [{"tool": "poll", "args": {"job": 7}, "args_captured": True, "result": "rows: 3", "error": "Timeout",
             "progress": "p1", "start": 10, "end": 11.5, "wait": {"owner": "ci", "deadline": 100}}]
     parsed = parse_steps(doc, "run.json")
     assert parsed.steps == [{"tool": "poll", "args": {"job": 7}}]
-    assert parsed.calls == [ToolCall("poll", {"job": 7}, True, None, True, "Timeout", "p1", 10.0, 11.5,
+    assert parsed.calls == [ToolCall("poll", {"job": 7}, True, "rows: 3", True, "Timeout", "p1", 10.0, 11.5,
                                      Lease("ci", 100.0))]
+    # A null result is a recorded result too.
+    assert parse_steps([{"tool": "t", "result": None}], "x").calls[0].result_captured is True
     # No observed_at: the last step's end.
     assert parsed.observed_at == 11.5
     assert (parsed.max_steps, parsed.repeat_limit) == (None, None)
@@ -45,6 +47,8 @@ def test_defaults_of_a_minimal_step() -> None:
     assert parsed.calls == [ToolCall("t", {}, True, None, False)]
     assert parsed.steps == [{"tool": "t", "args": {}}]
     assert parsed.observed_at is None
+    # No step at all: no observation time.
+    assert parse_steps([], "run.json").observed_at is None
     # A start without an end: observed at the start.
     assert parse_steps([{"tool": "t", "start": 5}], "run.json").observed_at == 5.0
 
