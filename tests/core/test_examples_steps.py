@@ -200,3 +200,52 @@ def test_configuration_table_errors_name_the_table(tmp_path: Any) -> None:
     with pytest.raises(ConfigError) as info:
         LoopGuardConfig.load(bad_prices, environ={})
     assert str(info.value) == f"{bad_prices}: tables [retry], [lease], [prices.*] and [tools.*] must be TOML tables"
+
+
+# --- configuration from the environment -------------------------------------------------------------------------------
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_bad_environment_values_are_named_in_the_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # Each ignored value is logged with its variable, its text and the reason, and the default is used.
+    caplog.set_level("WARNING", logger="otel_loopguard.core.config")
+    c = LoopGuardConfig.load(environ={"LOOPGUARD_WINDOW": "0", "LOOPGUARD_MAX_COST_USD": "-1",
+                                      "LOOPGUARD_MAX_STEPS": "many", "LOOPGUARD_HYSTERESIS": ""})
+    assert (c.window, c.max_cost_usd, c.max_steps, c.hysteresis) == (10, None, 200, 1)
+    assert sorted(_warnings(caplog)) == sorted([
+        "ignoring LOOPGUARD_WINDOW='0': window must be a positive integer, got 0; using the default",
+        "ignoring LOOPGUARD_MAX_COST_USD='-1': max_cost_usd must be a non-negative number, got -1.0; using the default",
+        "ignoring LOOPGUARD_MAX_STEPS='many': invalid literal for int() with base 10: 'many'; using the default",
+    ])  # an empty variable is no setting at all: no warning
+
+
+def test_environment_values_that_break_a_rule_are_dropped_one_by_one(caplog: pytest.LogCaptureFixture) -> None:
+    # window=20 and max_steps=50 are fine; frequency_limit=1 passes its own type check (a positive integer) but
+    # breaks the rule frequency_limit >= 2: it alone is dropped, with a warning, and the other two are kept.
+    caplog.set_level("WARNING", logger="otel_loopguard.core.config")
+    c = LoopGuardConfig.load(environ={"LOOPGUARD_WINDOW": "20", "LOOPGUARD_FREQUENCY_LIMIT": "1",
+                                      "LOOPGUARD_MAX_STEPS": "50"})
+    assert (c.window, c.frequency_limit, c.max_steps) == (20, 3, 50)
+    assert _warnings(caplog) == [
+        "ignoring LOOPGUARD_FREQUENCY_LIMIT=1: frequency_limit must be at least 2, got 1; using the default"]
+    # Every environment value dropped: the defaults, still a configuration.
+    caplog.clear()
+    c = LoopGuardConfig.load(environ={"LOOPGUARD_FREQUENCY_LIMIT": "11"})
+    assert isinstance(c, LoopGuardConfig) and c.frequency_limit == 3
+    assert _warnings(caplog) == [
+        "ignoring LOOPGUARD_FREQUENCY_LIMIT=11: frequency_limit (11) cannot exceed window (10); using the default"]
+
+
+def test_extending_volatile_keys_keeps_names_that_start_with_x() -> None:
+    # Only the leading "+" is taken off: "+X-Trace" adds X-Trace (folded "xtrace"), not "-Trace".
+    c = LoopGuardConfig.load(environ={"LOOPGUARD_VOLATILE_KEYS": "+X-Trace"})
+    assert "xtrace" in c.volatile_keys and "trace" not in c.volatile_keys
+
+
+def test_a_serve_table_is_left_to_the_serve_command(tmp_path: Any) -> None:
+    # The configuration file may hold the serve command's [serve] table: the detector configuration ignores it.
+    path = tmp_path / "with-serve.toml"
+    path.write_text('window = 12\n\n[serve]\nhost = "127.0.0.1"\n')
+    assert LoopGuardConfig.load(path, environ={}).window == 12
