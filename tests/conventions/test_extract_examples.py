@@ -436,3 +436,35 @@ def test_results_that_only_look_like_envelopes_stay_whole(doc: dict[str, Any]) -
     # same text.
     text = json.dumps(doc)
     assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text
+
+
+def test_defaults_of_the_extractor() -> None:
+    # Called with attributes, a name and times only: no error status (the call succeeded), and the size limit is
+    # 65536 characters: an envelope of exactly that length is unwrapped, one character more is not.
+    attrs = {"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}"}
+    assert Extractor().tool_call(attrs, "t", T0_NS, T0_NS + 1).error is None
+    pad = 65_536 - len(json.dumps({"inputs": {"q": ""}, "tags": []}))
+    exact = json.dumps({"inputs": {"q": "x" * pad}, "tags": []})
+    assert len(exact) == 65_536
+    unwrapped = Extractor().tool_call({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": exact}, "t", None, None)
+    assert json.loads(unwrapped.arguments) == {"q": "x" * pad}
+    over = exact[:-2] + ' ' + exact[-2:]
+    kept = Extractor().tool_call({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": over}, "t", None, None)
+    assert kept.arguments == over
+
+
+def test_arguments_envelope_exactly_at_the_limit_is_unwrapped() -> None:
+    args = json.dumps({"inputs": {"q": 1}, "tags": []})
+    assert json.loads(_tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args},
+                            max_bytes=len(args)).arguments) == {"q": 1}
+
+
+def test_the_status_message_is_the_error_when_nothing_else_names_it() -> None:
+    assert _tool({"gen_ai.tool.name": "t"}, status_error=True, status_message="quota exceeded").error == (
+        "quota exceeded")
+
+
+def test_a_prompt_count_alone_is_usage() -> None:
+    # An OpenInference LLM span with a prompt count but no completion count still reports usage.
+    model, usage = llm_usage({"llm.model_name": "m", "llm.token_count.prompt": 40})
+    assert (model, usage.input_tokens, usage.output_tokens) == ("m", 40, 0)

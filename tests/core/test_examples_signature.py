@@ -281,3 +281,18 @@ def test_other_objects_are_spelt_by_their_repr_cut_at_256() -> None:
     # An object JSON cannot hold is written as a tagged string of its repr, at most 256 characters of it.
     assert _canon({"o": _Point("P(1)")}) == '{"o":"\\u0000obj:P(1)"}'
     assert _canon({"o": _Point("x" * 300)}) == '{"o":"\\u0000obj:' + "x" * 256 + '"}'
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("7", '"7"'),                # a number as text is not an object or array: the string itself
+    ("true", '"true"'),
+    ("weather in Paris", '"weather in Paris"'),
+    ("  [1, 2]", "[1,2]"),       # leading whitespace before JSON is ignored
+    ('\n{"a": 1}', '{"a":1}'),
+    ("[1] and more", '"[1] and more"'),   # not JSON after all: the string itself
+    ("{not json}", '"{not json}"'),
+])
+def test_only_json_objects_and_arrays_in_text_are_parsed(text: str, canonical: str) -> None:
+    # The README: a string that parses as a JSON object or array is canonicalised as that JSON; any other string
+    # stands for itself (written as a JSON string).
+    assert _canon(text) == canonical
