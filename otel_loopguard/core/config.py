@@ -401,6 +401,7 @@ _TOP_KEYS = {
     "hysteresis", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease", "prices", "tools",
     "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes", "per_conversation",
     "serve",  # the serve command's network settings, read and checked by otel_loopguard.serve.settings
+    "calibrate",  # the calibrate command's grid of settings, read and checked by otel_loopguard.core.calibrate
 }
 
 
@@ -433,7 +434,7 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
         ConfigError: an unknown key or a value of the wrong type, named by its path.
     """
     _check_keys("top level", data, _TOP_KEYS)
-    values = {k: v for k, v in data.items() if k not in ("retry", "lease", "prices", "tools", "serve")}
+    values = {k: v for k, v in data.items() if k not in ("retry", "lease", "prices", "tools", "serve", "calibrate")}
     try:
         if "retry" in data:
             values["retry"] = _retry(data["retry"], "[retry]")
