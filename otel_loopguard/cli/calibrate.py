@@ -86,10 +86,11 @@ def register(commands: Any) -> None:
     )
     cal.add_argument("paths", nargs="*", metavar="PATH",
                      help="trace files or directories, labelled by --label-attribute or --manifest")
-    cal.add_argument("--incidents", nargs="+", action="extend", default=[], metavar="PATH",
-                     help="files or directories of runs where the agent was looping")
-    cal.add_argument("--healthy", nargs="+", action="extend", default=[], metavar="PATH",
-                     help="files or directories of runs where it was not")
+    # One path per flag (repeat the flag for more): a list would swallow the unlabelled PATHs after it.
+    cal.add_argument("--incidents", action="append", default=[], metavar="PATH",
+                     help="a file or directory of runs where the agent was looping (repeatable)")
+    cal.add_argument("--healthy", action="append", default=[], metavar="PATH",
+                     help="a file or directory of runs where it was not (repeatable)")
     cal.add_argument("--label-attribute", metavar="NAME",
                      help="span or resource attribute holding each trace's label (earliest span that has it)")
     cal.add_argument("--incident-value", action="append", metavar="VALUE",

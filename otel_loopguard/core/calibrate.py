@@ -712,7 +712,7 @@ def _delay(trace: CalibrationTrace, index: int, onset: int, step: int) -> Delay:
 def _saved(trace: CalibrationTrace, index: int, step: int) -> Saved:
     at = trace.call_ends[step]
     seconds = None if at is None or trace.end is None else max(0.0, trace.end - at)
-    return Saved(index, trace.calls - 1 - step, seconds, trace.usd_total - trace.cost_before[step + 1])
+    return Saved(index, trace.calls - 1 - step, seconds, trace.usd_total - trace.cost_before[step])
 
 
 def evaluate(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], outcomes: Sequence[Sequence[Outcome]],
