@@ -22,6 +22,7 @@ from typing import IO, Any
 from ..core.calibrate import (
     HEALTHY,
     INCIDENT,
+    MAX_SETTINGS,
     Calibration,
     CalibrationTrace,
     Grid,
@@ -454,6 +455,8 @@ def run(args: argparse.Namespace) -> int:
     file_axes = read_calibrate_table(config_path) if config_path else {}
     cli_axes = dict(parse_axis_text(text) for text in args.grid)
     grid = Grid.build(file_axes, cli_axes)
+    if grid.combinations > MAX_SETTINGS:  # before reading anything
+        raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 

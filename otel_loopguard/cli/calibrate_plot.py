@@ -126,7 +126,8 @@ def plot(result: Calibration, path: str) -> None:
     Raises:
         ConfigError: the file cannot be written.
     """
-    from matplotlib.colors import Normalize  # noqa: PLC0415 - the optional plot extra
+    from matplotlib import rc_context  # noqa: PLC0415 - the optional plot extra
+    from matplotlib.colors import Normalize  # noqa: PLC0415
     from matplotlib.figure import Figure  # noqa: PLC0415
 
     if not result.results:
@@ -145,6 +146,8 @@ def plot(result: Calibration, path: str) -> None:
                  f"{len(result.results)} settings (point size: settings at the same place)", fontsize=12)
     ext = os.path.splitext(path)[1].lower()
     try:
-        fig.savefig(path, format=FORMATS[ext], dpi=130)
+        # SVG text stays text (selectable, searchable, small) instead of glyph outlines.
+        with rc_context({"svg.fonttype": "none"}):
+            fig.savefig(path, format=FORMATS[ext], dpi=130)
     except OSError as exc:
         raise ConfigError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
