@@ -62,6 +62,10 @@ def _points(results: Sequence[SettingResult], x_of: Callable[[SettingResult], fl
     return points
 
 
+def _size(count: int) -> float:
+    return 30.0 + 18.0 * min(count, 20)
+
+
 def _panel(ax: Any, result: Calibration, *, stop: bool, cmap: Any, norm: Any) -> Any:
     results = result.results
 
@@ -80,29 +84,9 @@ def _panel(ax: Any, result: Calibration, *, stop: bool, cmap: Any, norm: Any) ->
     points = _points(results, x_of, y_of, c_of)
     scatter = None
     if points:
-        xs = [p[0] for p in points]
-        ys = [p[1] for p in points]
-        cs = [p[2] for p in points]
-        sizes = [30 + 18 * min(n, 20) for n in points.values()]
-        scatter = ax.scatter(xs, ys, c=cs, s=sizes, cmap=cmap, norm=norm, alpha=0.85, edgecolors="#333333",
-                             linewidths=0.6, zorder=2)
-        for (x, y, _), n in points.items():
-            if n > 1:
-                ax.annotate(f"{n}", (x, y), xytext=(6, -3), textcoords="offset points", fontsize=7, color="#444444")
-    marks = [(result.recommendation, "recommended", "*", "#d62728", (28, 26)),
-             (result.trade_off, "trade-off", "D", "#ff7f0e", (28, -46))]
-    for r, title, marker, color, offset in marks:
-        if r is None:
-            continue
-        at = y_of(r)
-        if at is None:
-            continue
-        x, y = x_of(r), at
-        ax.scatter([x], [y], marker=marker, s=260 if marker == "*" else 110, facecolors="none", edgecolors=color,
-                   linewidths=2.2, zorder=3)
-        ax.annotate(f"{title}\n{_label(r)}", (x, y), xytext=offset, textcoords="offset points", fontsize=8,
-                    color=color, arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2},
-                    bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": color, "alpha": 0.9}, zorder=4)
+        scatter = ax.scatter([p[0] for p in points], [p[1] for p in points], c=[p[2] for p in points],
+                             s=[_size(n) for n in points.values()], cmap=cmap, norm=norm, alpha=0.85,
+                             edgecolors="#333333", linewidths=0.6, zorder=2)
     what = "stop" if stop else "stuck verdict"
     ax.set_xlabel(f"false {'stops' if stop else 'stuck verdicts'} on healthy traces (% of {results[0].healthy})")
     ax.set_ylabel(f"mean delay to the {what} (calls after the loop's first call)")
@@ -110,9 +94,29 @@ def _panel(ax: Any, result: Calibration, *, stop: bool, cmap: Any, norm: Any) ->
     ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
     ax.set_axisbelow(True)
     left, right = ax.get_xlim()
-    ax.set_xlim(min(left, -2.0), max(right, 10.0))
+    left, right = min(left, -2.0), max(right, 10.0)
     bottom, top = ax.get_ylim()
-    ax.set_ylim(min(bottom, 0.0), top + 0.15 * (top - bottom))
+    bottom, top = min(bottom, 0.0), top + 0.25 * (top - bottom)
+    ax.set_xlim(left, right)
+    ax.set_ylim(bottom, top)
+    marks = [(result.recommendation, "recommended", "*", "#d62728"), (result.trade_off, "trade-off", "D", "#ff7f0e")]
+    for n, (r, title, marker, color) in enumerate(marks):
+        if r is None:
+            continue
+        at = y_of(r)
+        if at is None:
+            continue
+        x, y = x_of(r), at
+        ax.scatter([x], [y], marker=marker, s=280 if marker == "*" else 120, facecolors="none", edgecolors=color,
+                   linewidths=2.2, zorder=3)
+        # The note goes toward the emptier side: left of points in the right half, below points near the top.
+        to_left = (x - left) / (right - left) > 0.55
+        below = (y - bottom) / (top - bottom) > 0.6 or n == 1
+        offset = (-30 if to_left else 30, -40 if below else 30)
+        ax.annotate(f"{title}\n{_label(r)}", (x, y), xytext=offset, textcoords="offset points", fontsize=8,
+                    color=color, ha="right" if to_left else "left", va="top" if below else "bottom",
+                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2},
+                    bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": color, "alpha": 0.8}, zorder=4)
     missing = sum(1 for r in results if y_of(r) is None)
     if missing:
         ax.text(0.99, 0.01, f"{missing} setting(s) never {'stop' if stop else 'catch'} an incident: not drawn",
@@ -141,9 +145,12 @@ def plot(result: Calibration, path: str) -> None:
     if drawn is not None:
         bar = fig.colorbar(drawn, ax=[left, right], shrink=0.85, pad=0.01)
         bar.set_label("incidents caught (left) / stopped (right), %")
+    sizes = [left.scatter([], [], s=_size(n), c="#cccccc", edgecolors="#333333", linewidths=0.6) for n in (1, 5, 20)]
+    fig.legend(sizes, ["1 setting", "5 settings", "20 or more"], loc="outside lower center", ncols=3, fontsize=8,
+               title="settings with the same numbers are one point", title_fontsize=8, frameon=False)
     rec = result.results[0]
     fig.suptitle(f"otel-loopguard calibrate: {rec.incidents} incidents, {rec.healthy} healthy traces, "
-                 f"{len(result.results)} settings (point size: settings at the same place)", fontsize=12)
+                 f"{len(result.results)} settings", fontsize=12)
     ext = os.path.splitext(path)[1].lower()
     try:
         # SVG text stays text (selectable, searchable, small) instead of glyph outlines.

@@ -32,6 +32,7 @@ with more false stops than the recommendation that catch more incidents or catch
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import json
 import math
@@ -500,6 +501,9 @@ def sweep(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], *, jo
     jobs = max(1, min(jobs, total))
     if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
         _WORK = (traces, settings)
+        # The traces' objects go to the permanent generation: the workers' garbage collector then never walks
+        # them, so their memory pages stay shared with this process instead of being copied into each worker.
+        gc.freeze()
         try:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 for done, (index, outcomes) in enumerate(pool.imap_unordered(_replay_setting, range(total)), 1):
@@ -508,6 +512,7 @@ def sweep(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], *, jo
                         progress(done, total)
         finally:
             _WORK = None
+            gc.unfreeze()
     else:
         for index, setting in enumerate(settings):
             results[index] = replay_all(traces, setting.config)

@@ -15,8 +15,8 @@ every ``execute_tool`` span) and realistic shapes, chosen so that settings disag
   "noisy" loop (one call every other call, varying calls between: only the frequency rule sees it); a slow loop
   (one call every third call); the same failing call again and again.
 
-Then times, on this process's CPU clock (``time.process_time``; the sweep's worker processes are timed by the wall
-clock, printed beside): reading and decoding every file once into judge steps, and the sweep of 50 settings
+Then times, in wall-clock seconds and CPU seconds (this process's, plus its worker processes' once they have
+exited): reading and decoding every file once into judge steps, and the sweep of 50 settings
 (frequency_limit 2..6 x min_repetitions 2..6 x hysteresis 1,2, window 20) with 1 and 2 worker processes. It
 prints the time per trace per setting.
 """
@@ -29,6 +29,7 @@ import json
 import os
 import pstats
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -218,18 +219,23 @@ def _bench(directory: str, jobs_list: list[int], profile: bool) -> None:
         if profile and jobs == 1:
             prof = cProfile.Profile()
             prof.enable()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu, wall = time.process_time(), time.perf_counter()
         result = calibrate(traces, grid, config, jobs=jobs)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        workers = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
         if profile and jobs == 1:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(18)
-        per = wall / (len(traces) * len(settings)) * 1e6
+        replays = len(traces) * len(settings)
         rec = result.recommendation
         assert rec is not None
-        print(f"sweep, {jobs} process(es): {wall:.1f} s wall ({cpu:.1f} s CPU in this process), {per:.1f} µs per "
-              f"trace per setting, {per / (calls / len(traces)):.2f} µs per call per setting; recommended "
-              f"{rec.setting.label()}: caught {len(rec.caught)}/{rec.incidents}, false stops {len(rec.false_stops)}")
+        print(f"sweep, {jobs} process(es): {wall:.1f} s wall, CPU {cpu:.1f} s in this process + {workers:.1f} s in "
+              f"workers = {1e6 * (cpu + workers) / replays:.1f} µs CPU per trace per setting "
+              f"({1e6 * (cpu + workers) / replays / (calls / len(traces)):.2f} µs per call); wall "
+              f"{1e6 * wall / replays:.1f} µs per trace per setting; recommended {rec.setting.label()}: "
+              f"caught {len(rec.caught)}/{rec.incidents}, false stops {len(rec.false_stops)}")
 
 
 def main(argv: list[str]) -> None:
