@@ -660,14 +660,14 @@ def _describe(result: Calibration, r: SettingResult, out: IO[str]) -> None:
     if r.false_stops:
         out.write(f"  stops {len(r.false_stops)} of {r.healthy} healthy traces ({_pct(len(r.false_stops), r.healthy)})"
                   ":\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after call {h.step} (rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after call {h.step} ({h.tool}, rule {h.rule})"
                     for h in r.false_stops], len(r.false_stops))
     else:
         out.write(f"  no false stop on the {r.healthy} healthy traces\n")
     if r.false_stuck:
         out.write(f"  false stuck verdicts (a nudge, an alert) on {len(r.false_stuck)} of {r.healthy} healthy traces "
                   f"({_pct(len(r.false_stuck), r.healthy)}):\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after call {h.step} (rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after call {h.step} ({h.tool}, rule {h.rule})"
                     for h in r.false_stuck], len(r.false_stuck))
     else:
         out.write("  no false stuck verdict\n")

@@ -96,11 +96,13 @@ def _panel(ax: Any, result: Calibration, *, stop: bool, cmap: Any, norm: Any) ->
     left, right = ax.get_xlim()
     left, right = min(left, -2.0), max(right, 10.0)
     bottom, top = ax.get_ylim()
-    bottom, top = min(bottom, 0.0), top + 0.25 * (top - bottom)
+    # Headroom above the points for the notes, which sit in the top corners with an arrow to their point.
+    bottom, top = min(bottom, 0.0), top + 0.45 * (top - min(bottom, 0.0))
     ax.set_xlim(left, right)
     ax.set_ylim(bottom, top)
-    marks = [(result.recommendation, "recommended", "*", "#d62728"), (result.trade_off, "trade-off", "D", "#ff7f0e")]
-    for n, (r, title, marker, color) in enumerate(marks):
+    marks = [(result.recommendation, "recommended", "*", "#d62728", (0.02, 0.98), "left"),
+             (result.trade_off, "trade-off", "D", "#ff7f0e", (0.98, 0.98), "right")]
+    for r, title, marker, color, corner, align in marks:
         if r is None:
             continue
         at = y_of(r)
@@ -109,14 +111,10 @@ def _panel(ax: Any, result: Calibration, *, stop: bool, cmap: Any, norm: Any) ->
         x, y = x_of(r), at
         ax.scatter([x], [y], marker=marker, s=280 if marker == "*" else 120, facecolors="none", edgecolors=color,
                    linewidths=2.2, zorder=3)
-        # The note goes toward the emptier side: left of points in the right half, below points near the top.
-        to_left = (x - left) / (right - left) > 0.55
-        below = (y - bottom) / (top - bottom) > 0.6 or n == 1
-        offset = (-30 if to_left else 30, -40 if below else 30)
-        ax.annotate(f"{title}\n{_label(r)}", (x, y), xytext=offset, textcoords="offset points", fontsize=8,
-                    color=color, ha="right" if to_left else "left", va="top" if below else "bottom",
-                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2},
-                    bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": color, "alpha": 0.8}, zorder=4)
+        ax.annotate(f"{title}\n{_label(r)}", (x, y), xytext=corner, textcoords="axes fraction", fontsize=8,
+                    color=color, ha=align, va="top",
+                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2, "shrinkB": 8},
+                    bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": color, "alpha": 0.9}, zorder=4)
     missing = sum(1 for r in results if y_of(r) is None)
     if missing:
         ax.text(0.99, 0.01, f"{missing} setting(s) never {'stop' if stop else 'catch'} an incident: not drawn",

@@ -404,6 +404,8 @@ class Outcome(NamedTuple):
         nudge_step: the call after which the first nudge was decided.
         stop_step: the call after which the run was stopped (any rule; a stop stays).
         stop_rule: the stop's rule (``period``, ``frequency``, ``step_limit``, ``cost_limit``).
+        stuck_tool: the repeated call's tool in that stuck verdict (the cycle's first call).
+        stop_tool: the repeated call's tool in the verdict the stop was decided on ("" for a budget stop).
     """
 
     steps: int
@@ -413,6 +415,8 @@ class Outcome(NamedTuple):
     nudge_step: int = _NONE
     stop_step: int = _NONE
     stop_rule: str = ""
+    stuck_tool: str = ""
+    stop_tool: str = ""
 
     @property
     def loop_stop(self) -> bool:
@@ -440,11 +444,11 @@ def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
         add(step)
     judge.finish(trace.observed_at)
     stuck_step = cycle_start = nudge_step = stop_step = _NONE
-    stuck_rule = stop_rule = ""
+    stuck_rule = stop_rule = stuck_tool = stop_tool = ""
     for transition in judge.transitions:
         verdict = transition.verdict
         if verdict.kind == STUCK:
-            stuck_step, stuck_rule = transition.step, verdict.rule
+            stuck_step, stuck_rule, stuck_tool = transition.step, verdict.rule, verdict.tool or ""
             cycle_start = verdict.cycle_start if verdict.cycle_start is not None else transition.step
             break
     for intervention in judge.interventions:
@@ -452,8 +456,11 @@ def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
             nudge_step = intervention.step
         elif intervention.action == "stop":
             stop_step, stop_rule = intervention.step, intervention.rule
+            if intervention.verdict is not None and intervention.rule in LOOP_RULES:
+                stop_tool = intervention.verdict.tool or ""
             break
-    return Outcome(judge.steps, stuck_step, cycle_start, stuck_rule, nudge_step, stop_step, stop_rule)
+    return Outcome(judge.steps, stuck_step, cycle_start, stuck_rule, nudge_step, stop_step, stop_rule, stuck_tool,
+                   stop_tool)
 
 
 def replay_all(traces: Sequence[CalibrationTrace], config: LoopGuardConfig) -> list[Outcome]:
@@ -545,11 +552,13 @@ class Delay:
 
 @dataclass(frozen=True)
 class Hit:
-    """A verdict or a stop on a trace, for the lists of false positives."""
+    """A verdict or a stop on a trace, for the lists of false positives: after which call, the rule, and the tool
+    of the repeated call ("" for a budget stop)."""
 
     trace: int
     step: int
     rule: str
+    tool: str
 
 
 @dataclass(frozen=True)
@@ -625,7 +634,7 @@ class SettingResult:
         """The JSON object of this setting (``calibrate --json``)."""
 
         def hits(items: Iterable[Hit]) -> list[dict[str, Any]]:
-            return [{**traces[h.trace].ref(), "step": h.step, "rule": h.rule} for h in items]
+            return [{**traces[h.trace].ref(), "step": h.step, "rule": h.rule, "tool": h.tool} for h in items]
 
         stuck = self.delay_summary(self.caught)
         stop = self.delay_summary(self.stopped)
@@ -739,7 +748,7 @@ def evaluate(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], ou
         r = SettingResult(setting, incidents, healthy)
         for index, (trace, outcome) in enumerate(zip(traces, per_trace)):
             if outcome.budget_stop:
-                r.budget_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule))
+                r.budget_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule, ""))
             if trace.label == INCIDENT:
                 onset = starts[index]
                 if outcome.stuck_step < 0 or onset is None:
@@ -751,9 +760,9 @@ def evaluate(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], ou
                     r.saved.append(_saved(trace, index, outcome.stop_step))
             elif trace.label == HEALTHY:
                 if outcome.stuck_step >= 0:
-                    r.false_stuck.append(Hit(index, outcome.stuck_step, outcome.stuck_rule))
+                    r.false_stuck.append(Hit(index, outcome.stuck_step, outcome.stuck_rule, outcome.stuck_tool))
                 if outcome.loop_stop:
-                    r.false_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule))
+                    r.false_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule, outcome.stop_tool))
         results.append(r)
     results.sort(key=rank_key)
     for rank, r in enumerate(results, 1):

@@ -172,9 +172,9 @@ def incident_run(rng: random.Random, n: int) -> list[dict]:
     return run.finish("incident")
 
 
-def generate(directory: str, traces: int, incident_share: float = 0.4, seed: int = 7) -> dict[str, int]:
+def generate(directory: str, traces: int, incident_share: float = 0.4, variant: int = 7) -> dict[str, int]:
     """Write ``traces`` labelled runs under ``directory``/incidents and ``directory``/healthy; returns counts."""
-    rng = random.Random(seed)
+    rng = random.Random(variant)  # one variant, one set of runs
     resource = {"attributes": [_kv("service.name", "support-agent"), _kv("service.version", "2.3.1")]}
     scope = {"name": "calibrate-benchmark", "version": "1"}
     runs: dict[str, list[list[dict]]] = {"incidents": [], "healthy": []}

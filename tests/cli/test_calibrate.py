@@ -59,7 +59,7 @@ def test_label_attribute_on_a_span(tmp_path: Path, capsys: pytest.CaptureFixture
     assert _labels(doc) == (1, 1, 2)
     assert [i["trace_id"] for i in doc["incidents"]] == [loop]
     assert doc["recommendation"]["false_stuck_traces"] == [{"trace_id": poll, "source": path, "step": 3,
-                                                            "rule": "period"}]
+                                                            "rule": "period", "tool": "status"}]
     assert [t["trace_id"] for t in doc["unlabelled"]["traces"]] == [other, none]
     assert doc["labels"]["by_source"] == {"directory": 0, "attribute": 2, "manifest": 0}
     assert doc["labels"]["unlabelled_reasons"] == {"label attribute holds another value": 1, "no label": 1}
@@ -289,10 +289,10 @@ def test_table_marks_the_recommendation_and_the_trade_off(tmp_path: Path, capsys
     assert lines[header + 2].split() == ["2+", "10", "3", "2", "6", "1", "1", "100.0%", "1.0", "10.0s", "1", "100.0%",
                                          "2.0", "20.0s", "1", "100.0%", "1", "100.0%"]
     assert "recommended: window=10 max_period=3 min_repetitions=3 frequency_limit=6 hysteresis=1\n" in out
-    assert f"    {healthy} trace {poll}: stuck after call 3 (rule period)\n" in out
+    assert f"    {healthy} trace {poll}: stuck after call 3 (status, rule period)\n" in out
     assert "trade-off (rank 2): window=10 max_period=3 min_repetitions=2 frequency_limit=6 hysteresis=1\n" in out
     assert "  catches them 1.0 calls sooner, at the price of 1 false stop(s):\n" in out
-    assert f"    {healthy} trace {poll}: stopped after call 3 (rule period)\n" in out
+    assert f"    {healthy} trace {poll}: stopped after call 3 (status, rule period)\n" in out
 
 
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -150,8 +150,9 @@ def test_generated_runs_delays_seconds_dollars_by_hand(runs: dict[str, str],
         assert row["delay_to_stop"]["usd_mean"] == pytest.approx(CHAT_USD * s)
         assert row["saved_by_stops"] == {"calls": 8 - stop_at, "seconds": pytest.approx(86 - (10 * stop_at + 5), abs=1e-5),
                                          "usd": pytest.approx(CHAT_USD * (8 - stop_at))}
-        stuck_traces = [(t["trace_id"], t["step"], t["rule"]) for t in row["false_stuck_traces"]]
-        assert stuck_traces == ([] if false_stuck_at is None else [(runs["healthy_id"], false_stuck_at, "period")])
+        stuck_traces = [(t["trace_id"], t["step"], t["rule"], t["tool"]) for t in row["false_stuck_traces"]]
+        assert stuck_traces == ([] if false_stuck_at is None else [(runs["healthy_id"], false_stuck_at, "period",
+                                                                     "status")])
         stop_traces = [(t["trace_id"], t["source"], t["step"]) for t in row["false_stop_traces"]]
         assert stop_traces == ([] if false_stop_at is None else [(runs["healthy_id"], runs["healthy"], false_stop_at)])
         assert row["false_stuck_share"] == (0.0 if false_stuck_at is None else 1.0)
@@ -240,7 +241,7 @@ def test_recommendation_equals_brute_force(tmp_path: Path, capsys: pytest.Captur
     equal those of a brute force that audits every setting with ``audit``'s code. With a cost budget, model usage
     decides stops too (the sweep then replays the usage steps)."""
     bench = _load_benchmark()
-    bench.generate(str(tmp_path / "runs"), 120, seed=11)
+    bench.generate(str(tmp_path / "runs"), 120, variant=11)
     # max_cost_usd is a top-level key: it must come before the [prices] table.
     config_text = (f"max_cost_usd = {budget}\n" if budget else "") + bench.PRICES_TOML
     config = tmp_path / "base.toml"
@@ -286,7 +287,7 @@ def test_files_are_read_once_whatever_the_grid(runs: dict[str, str], capsys: pyt
 def test_two_processes_give_the_same_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The sweep shared out among forked worker processes answers exactly as one process does."""
     bench = _load_benchmark()
-    bench.generate(str(tmp_path), 60, seed=5)
+    bench.generate(str(tmp_path), 60, variant=5)
     args = ["--incidents", str(tmp_path / "incidents"), "--healthy", str(tmp_path / "healthy"),
             "--grid", "window=10", "--grid", "hysteresis=1"]
     one = _calibrate(capsys, *args)
