@@ -4,6 +4,11 @@ The canonical form of a value is compact JSON with keys sorted at every depth,
 volatile keys removed, integral floats folded to ints and non-JSON values
 (bytes, sets, objects) given a stable spelling. Two calls compare equal when
 their tool and canonical arguments are equal.
+
+One path builds it: text is parsed by msgspec (``json.loads`` takes what msgspec refuses: NaN, lone surrogate
+escapes), Python values are converted by one walk, and one encoder writes the result (msgspec with sorted keys;
+``json.dumps`` for the strings msgspec will not write). The text is exactly ``json.dumps(value, sort_keys=True,
+separators=(",", ":"), ensure_ascii=False)`` of the cleaned value, floats written as ``float.__repr__``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import msgspec
@@ -32,8 +36,6 @@ FAILED = "failed"
 NUDGE_MARKER = "\n\n[loopguard] "
 
 _MAX_DEPTH = 64
-# JSON's insignificant whitespace, as json.decoder skips it.
-_space = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 _CACHE_ENTRIES = 4096
 # Only short raw strings are cached so the cache stays small (<= ~8 MiB of keys).
 _CACHE_MAX_KEY = 2048
@@ -92,7 +94,6 @@ class Canonicalizer:
         self._max_bytes = max_bytes
         self._cache: dict[tuple[str, frozenset[str]], str] = {}
         self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
-        self._scanners: dict[frozenset[str], Any] = {}
         self._keep: dict[frozenset[str], set[str]] = {}
         self._drops: dict[frozenset[str], Callable[[str], bool]] = {}
         self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
@@ -156,16 +157,6 @@ class Canonicalizer:
         if ignore not in self._keep:
             self._filter(ignore)
         return self._keep[ignore]
-
-    def _scanner(self, ignore: frozenset[str]) -> Any:
-        """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
-        scan = self._scanners.get(ignore)
-        if scan is None:
-            decoder = json.JSONDecoder(
-                object_hook=self._filter(ignore), parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
-            )
-            scan = self._scanners[ignore] = decoder.scan_once  # type: ignore[attr-defined]
-        return scan
 
     def _walker(self, ignore: frozenset[str]) -> tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]:
         """Functions that drop keys from every object inside a value msgspec decoded (objects, then arrays)."""
@@ -232,8 +223,8 @@ class Canonicalizer:
         containers = objects + text.count("[")
         if containers <= _MAX_DEPTH:
             # No value can sit deeper than the brackets that open it, so the depth limit cannot trip here and the
-            # walk below needs no depth check. msgspec parses (floats folded by the same function) and encodes with
-            # sorted keys in C, and gives exactly the text of the C json path; what msgspec refuses goes to that path.
+            # walk below needs no depth check. msgspec parses (floats folded by the hook), the walk drops keys in
+            # place, and msgspec encodes with sorted keys: the text _dump gives.
             try:
                 value = _ms_decode(text)
             except _MS_REFUSALS:
@@ -246,16 +237,14 @@ class Canonicalizer:
                         walk_object, walk_array = self._walkers.get(ignore) or self._walker(ignore)
                         (walk_object if value.__class__ is dict else walk_array)(value)
                 return _ms_encode(value).decode()
-            # The C json scanner with hooks that drop keys and fold floats, called directly with what
-            # JSONDecoder.decode adds (whitespace either side, no extra data) but without its Python-level wrapper.
-            scan = self._scanners.get(ignore) or self._scanner(ignore)
+            # What msgspec refuses but JSON allows (NaN, lone surrogate escapes) is parsed by json with the same
+            # hooks: keys dropped as each object is built, floats folded by the same function.
             try:
-                value, end = scan(text, 0 if text[0] == first else _space(text, 0).end())
-                if end != len(text) and _space(text, end).end() != len(text):
-                    return _dump(text)
-                return "".join(_encode_chunks(value, 0))
-            except (ValueError, RecursionError, StopIteration):
+                value = json.loads(text, object_hook=self._filters.get(ignore) or self._filter(ignore),
+                                   parse_float=_ms_float, parse_constant=_CONSTANTS.__getitem__)
+            except (ValueError, RecursionError):
                 return _dump(text)
+            return _dump(value)
         try:
             parsed = json.loads(text)
         except (ValueError, RecursionError):
@@ -285,7 +274,7 @@ class Canonicalizer:
         if isinstance(value, int):
             return value
         if isinstance(value, float):
-            return _fold_float(value)
+            return _json_float(value)
         if isinstance(value, (bytes, bytearray, memoryview)):
             return "\x00bytes:" + hashlib.blake2b(bytes(value), digest_size=12).hexdigest()
         if isinstance(value, (set, frozenset)):
@@ -303,16 +292,17 @@ def _fold_float(value: float) -> Any:
     return value
 
 
-def _parse_float(text: str) -> Any:
-    return _fold_float(float(text))
+def _json_float(value: float) -> Any:
+    """A float as the canonical form holds it: folded, and a non-integral one as the text json writes for it."""
+    folded = _fold_float(value)
+    if folded.__class__ is float:
+        # msgspec spells some floats differently (1e16, 1e-7); json writes float.__repr__, so write that verbatim.
+        return msgspec.Raw(float.__repr__(folded).encode())
+    return folded
 
 
 def _ms_float(text: str) -> Any:
-    value = _fold_float(float(text))
-    if value.__class__ is float:
-        # msgspec spells some floats differently (1e16, 1e-7); json writes float.__repr__, so write that verbatim.
-        return msgspec.Raw(float.__repr__(value).encode())
-    return value
+    return _json_float(float(text))
 
 
 _ms_decode = msgspec.json.Decoder(float_hook=_ms_float).decode
@@ -325,28 +315,21 @@ _MS_REFUSALS = (msgspec.MsgspecError, RecursionError, UnicodeEncodeError, ValueE
 _CONSTANTS = {"NaN": "\x00NaN", "Infinity": "\x00Inf", "-Infinity": "\x00-Inf"}
 
 
-# Built once: json.dumps with options builds a new encoder on every call, a measurable share of a signature.
-_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-if c_make_encoder is not None:
-    # JSONEncoder.encode builds its C encoder on every call, about as costly as the encoding itself for the
-    # small documents tool calls carry; this is the one it would build, made once. No cycle check: values come
-    # from the JSON decoder or from the walk in Canonicalizer._clean, which cannot produce a cycle.
-    _c_encode = c_make_encoder(
-        None, _encoder.default, encode_basestring, None, ":", ",", True, False, True
-    )
+def _raw_float(value: Any) -> Any:
+    # json.dumps meets the msgspec.Raw of a folded float only in the fallback below; float.__repr__ round-trips,
+    # so it writes the same text again.
+    if isinstance(value, msgspec.Raw):
+        return float(bytes(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
-    _encode_chunks = _c_encode
 
-    def _dump(value: Any) -> str:
-        return "".join(_c_encode(value, 0))
-
-else:  # pragma: no cover - interpreters without the C accelerator
-
-    def _dump(value: Any) -> str:
-        return _encoder.encode(value)
-
-    def _encode_chunks(value: Any, _level: int) -> tuple[str]:
-        return (_encoder.encode(value),)
+def _dump(value: Any) -> str:
+    """Compact JSON of a cleaned value, keys sorted, non-ASCII written as it is (``json.dumps``'s exact text)."""
+    try:
+        return _ms_encode(value).decode()
+    except (UnicodeEncodeError, TypeError, msgspec.EncodeError):
+        # A string holding a lone surrogate (msgspec writes UTF-8 only), or a subclass msgspec does not know.
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_raw_float)
 
 
 # Decoded values whose inequality implies unequal canonical text. Floats are left out (1.0 folds to 1, and the
