@@ -46,6 +46,17 @@ DEFAULT_RETRYABLE_ERRORS: tuple[str, ...] = (
     "connectionerror", "connection reset",
 )
 
+#: Error classes that retrying cannot fix (permission, authentication, not found, invalid argument), matched
+#: case-insensitively as substrings: Python's and the model SDKs' exception names, gRPC status names, HTTP codes.
+#: A stuck cycle in which every call failed with one of them is never delayed by hysteresis.
+DEFAULT_PERMANENT_ERRORS: tuple[str, ...] = (
+    "permission", "forbidden", "accessdenied", "access denied", "403",
+    "authentication", "unauthenticated", "unauthorized", "401",
+    "notfound", "not_found", "not found", "nosuch", "404",
+    "invalidargument", "invalid_argument", "invalid argument", "validationerror", "badrequest", "bad request",
+    "unprocessable", "valueerror", "typeerror", "400", "422",
+)
+
 
 def normalize_key(key: str) -> str:
     """Fold an argument name for volatile-key matching (case, ``_`` and ``-`` ignored)."""
@@ -202,7 +213,9 @@ class LoopGuardConfig:
         repeat_limit: seed-000 maximal runs of identical calls at least this long are violations.
         max_steps: a trace with more tool calls than this exceeds the step budget (stop).
         max_cost_usd: a trace whose model usage costs more than this exceeds the cost budget (stop); None = no limit.
-        hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``.
+        hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``;
+            never applied to a budget or to a cycle in which every call failed with a permanent error.
+        permanent_errors: error classes that retrying cannot fix, matched case-insensitively as substrings.
         stop_after: calls that stay ``stuck`` after a nudge before the run is stopped.
         max_nudges: nudges per trace; a trace that gets stuck again after them is stopped.
         volatile_keys: argument names (folded, see :func:`normalize_key`) removed at any depth before comparing.
@@ -230,6 +243,7 @@ class LoopGuardConfig:
     max_steps: int = 200
     max_cost_usd: float | None = None
     hysteresis: int = 1
+    permanent_errors: tuple[str, ...] = DEFAULT_PERMANENT_ERRORS
     stop_after: int = 1
     max_nudges: int = 1
     volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
@@ -265,6 +279,9 @@ class LoopGuardConfig:
             raise ConfigError(f"trace_ttl_seconds must be positive, got {self.trace_ttl_seconds!r}")
         if not isinstance(self.per_conversation, bool):
             raise ConfigError(f"per_conversation must be true or false, got {self.per_conversation!r}")
+        if isinstance(self.permanent_errors, str) or not all(isinstance(e, str) for e in self.permanent_errors):
+            raise ConfigError(f"permanent_errors must be a list of strings, got {self.permanent_errors!r}")
+        object.__setattr__(self, "permanent_errors", tuple(e.lower() for e in self.permanent_errors))
         if isinstance(self.volatile_keys, str) or not all(isinstance(k, str) for k in self.volatile_keys):
             raise ConfigError(f"volatile_keys must be a list of strings, got {self.volatile_keys!r}")
         object.__setattr__(self, "volatile_keys", frozenset(normalize_key(k) for k in self.volatile_keys))
@@ -288,6 +305,11 @@ class LoopGuardConfig:
     def digest_key(self) -> bytes:
         """The HMAC key for emitted digests (the configured one, else this process's random key)."""
         return self.signature_key or _PROCESS_KEY
+
+    def is_permanent(self, error: str) -> bool:
+        """Whether ``error`` names an error class that retrying cannot fix."""
+        folded = error.lower()
+        return any(pattern in folded for pattern in self.permanent_errors)
 
     def for_tool(self, tool: str) -> ToolSettings | None:
         """The overrides for ``tool``, or None."""
@@ -352,7 +374,8 @@ _ENV_VERSIONS = {"prompt", "tools", "model", "harness"}
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name in (*_INT_SETTINGS, *_ENV_FLOATS, *_ENV_STRINGS, *_ENV_BOOLS, "volatile_keys"):
+    names = (*_INT_SETTINGS, *_ENV_FLOATS, *_ENV_STRINGS, *_ENV_BOOLS, "volatile_keys", "permanent_errors")
+    for name in names:
         raw = environ.get("LOOPGUARD_" + name.upper())
         if raw is None or raw.strip() == "":
             continue
@@ -370,6 +393,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
                 extend = raw.startswith("+")
                 keys = {k.strip() for k in raw.lstrip("+").split(",") if k.strip()}
                 value = DEFAULT_VOLATILE_KEYS | keys if extend else frozenset(keys)
+            elif name == "permanent_errors":
+                # A leading "+" extends the defaults instead of replacing them.
+                extend = raw.startswith("+")
+                errors = tuple(e.strip() for e in raw.lstrip("+").split(",") if e.strip())
+                value = DEFAULT_PERMANENT_ERRORS + errors if extend else errors
             else:
                 value = raw
         except (ValueError, ConfigError) as exc:
@@ -398,8 +426,9 @@ def parse_bool(raw: str) -> bool:
 
 _TOP_KEYS = {
     "window", "max_period", "min_repetitions", "frequency_limit", "repeat_limit", "max_steps", "max_cost_usd",
-    "hysteresis", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease", "prices", "tools",
-    "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes", "per_conversation",
+    "hysteresis", "permanent_errors", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease",
+    "prices", "tools", "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes",
+    "per_conversation",
 }
 
 
@@ -464,6 +493,10 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"volatile_keys must be a list of strings, got {values['volatile_keys']!r}")
         if "volatile_keys" in values:
             values["volatile_keys"] = frozenset(values["volatile_keys"])
+        if "permanent_errors" in values:
+            if not isinstance(values["permanent_errors"], list):
+                raise ConfigError(f"permanent_errors must be a list of strings, got {values['permanent_errors']!r}")
+            values["permanent_errors"] = tuple(values["permanent_errors"])
     except AttributeError:
         raise ConfigError("tables [retry], [lease], [prices.*] and [tools.*] must be TOML tables") from None
     return values

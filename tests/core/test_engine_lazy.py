@@ -97,7 +97,7 @@ def calls(draw: st.DrawFn) -> tuple[ToolCall, float | None, bool]:
     tool = draw(st.sampled_from(TOOLS))
     args = draw(st.sampled_from(ARGS))
     result = draw(st.sampled_from(RESULTS))
-    error = draw(st.sampled_from([None, None, None, "RateLimitError", "ValueError", "busy"]))
+    error = draw(st.sampled_from([None, None, None, "RateLimitError", "ValueError", "busy", "NotFoundError", "Crash"]))
     progress = draw(st.sampled_from([None, None, None, None, "page-1", "page-2"]))
     start = T0 + draw(st.integers(0, 400)) / 4
     lease = draw(st.sampled_from([None] * 6 + [Lease("bob", T0 + 50.0), Lease("bob", T0 + 120.0), Lease(" ", T0 + 90.0),
