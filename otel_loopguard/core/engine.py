@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .cache import BoundedCache
 from .config import LoopGuardConfig
 from .cost import CostTotal, Usage
 from .frequency import FrequencyDetector
@@ -49,8 +50,9 @@ from .window import Call, Signatures, ToolRules, Window
 
 __all__ = ["LoopEngine", "TraceState"]
 
-# Tools remembered with their settings; tool names come from spans, so the map is cleared when full.
+# Tools remembered with their settings, and signature digests (tool names and arguments come from spans).
 _MAX_TOOLS = 4096
+_MAX_DIGESTS = 4096
 
 
 class TraceState:
@@ -136,8 +138,8 @@ class LoopEngine:
         self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
         self.normalizer_version = self.normalizer.version
         self._key = cfg.digest_key
-        self._digests: dict[str, str] = {}
-        self._tools: dict[str, ToolRules] = {}
+        self._digests: BoundedCache[str, str] = BoundedCache(_MAX_DIGESTS)
+        self._tools: BoundedCache[str, ToolRules] = BoundedCache(_MAX_TOOLS)
         self._signatures = signatures = Signatures(self.normalizer, cfg.max_argument_bytes, cfg.is_permanent)
         self._period = PeriodDetector(cfg.max_period, signatures)
         self._frequency = FrequencyDetector(signatures)
@@ -161,10 +163,7 @@ class LoopEngine:
         """The keyed digest of a signature key (cached: loops repeat the same few)."""
         hit = self._digests.get(key)
         if hit is None:
-            hit = keyed_digest(self._key, key)
-            if len(self._digests) >= 4096:
-                self._digests.clear()
-            self._digests[key] = hit
+            hit = self._digests.put(key, keyed_digest(self._key, key))
         return hit
 
     def observe(self, state: TraceState, call: ToolCall, now: float | None = None) -> Observation:
@@ -303,10 +302,7 @@ class LoopEngine:
             ignore,
             self.normalizer.key_rules(ignore),
         )
-        if len(self._tools) >= _MAX_TOOLS:
-            self._tools.clear()
-        self._tools[tool] = rules
-        return rules
+        return self._tools.put(tool, rules)
 
     def _signature_digest(self, state: TraceState, call: Call) -> str:
         # A loop asks for the digest of the same signature on every call: the trace remembers the last one,

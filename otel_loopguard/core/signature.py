@@ -24,6 +24,8 @@ from typing import Any
 
 import msgspec
 
+from .cache import BoundedCache
+
 #: Bumped whenever canonicalisation or evidence digests change, so that a new
 #: normalizer is never mistaken for a change in agent behaviour (seed 004).
 NORMALIZER_VERSION = "loopguard-norm/1"
@@ -84,17 +86,17 @@ class Canonicalizer:
         volatile_keys: folded key names (see ``normalize_key``) removed at any depth.
         max_bytes: strings longer than this are digested whole instead of parsed.
 
-    Instances are safe to share between threads: the cache is a plain dict
-    whose single-key reads and writes are atomic under the GIL, and it is
-    cleared rather than trimmed when full so no two-step update can interleave.
+    Instances are safe to share between threads: the caches are :class:`BoundedCache` dicts, whose single-key
+    reads, writes and clearing are atomic under the GIL.
     """
 
     def __init__(self, volatile_keys: frozenset[str], max_bytes: int = 65_536) -> None:
         self._volatile = volatile_keys
         self._max_bytes = max_bytes
-        self._cache: dict[tuple[str, frozenset[str]], str] = {}
+        self._cache: BoundedCache[tuple[str, frozenset[str]], str] = BoundedCache(_CACHE_ENTRIES)
+        # Per ignore set (one per configured tool list, so a handful).
         self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
-        self._keep: dict[frozenset[str], set[str]] = {}
+        self._keep: dict[frozenset[str], BoundedCache[str, None]] = {}
         self._drops: dict[frozenset[str], Callable[[str], bool]] = {}
         self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
 
@@ -103,24 +105,24 @@ class Canonicalizer:
         drop_keys = self._filters.get(ignore)
         if drop_keys is None:
             volatile = self._volatile
-            # Verdicts per key spelling, bounded like the canonical cache.
-            drop_cache: dict[str, bool] = {}
+            # Verdicts per key spelling.
+            drop_cache: BoundedCache[str, bool] = BoundedCache(_CACHE_ENTRIES)
 
             def drops(key: str) -> bool:
                 hit = drop_cache.get(key)
                 if hit is None:
                     folded = key.lower().replace("_", "").replace("-", "")
-                    hit = folded in volatile or folded in ignore
-                    if len(drop_cache) >= _CACHE_ENTRIES:
-                        drop_cache.clear()
-                    drop_cache[key] = hit
+                    hit = drop_cache.put(key, folded in volatile or folded in ignore)
                 return hit
 
-            # Key spellings known to stay: one C-level subset test clears a whole object in the common case.
-            keep = self._keep[ignore] = set()
+            # Key spellings known to stay: one C-level subset test of the key views clears a whole object in the
+            # common case.
+            keep: BoundedCache[str, None] = BoundedCache(_CACHE_ENTRIES)
+            self._keep[ignore] = keep
+            kept = keep.keys()
 
             def drop_keys(obj: dict[str, Any]) -> dict[str, Any]:
-                if keep.issuperset(obj):
+                if kept >= obj.keys():
                     return obj
                 gone = None
                 for key in obj:
@@ -131,9 +133,7 @@ class Canonicalizer:
                             else:
                                 gone.append(key)
                             continue
-                        if len(keep) >= _CACHE_ENTRIES:
-                            keep.clear()
-                        keep.add(key)
+                        keep.put(key, None)
                 if gone is not None:
                     # The dict is the decoder's own fresh object: deleting in place is safe, and cheaper than a copy.
                     for key in gone:
@@ -152,7 +152,7 @@ class Canonicalizer:
             drops = self._drops[ignore]
         return drops
 
-    def kept(self, ignore: frozenset[str] = frozenset()) -> set[str]:
+    def kept(self, ignore: frozenset[str] = frozenset()) -> BoundedCache[str, None]:
         """Key spellings known to stay in canonical forms: a bounded cache that the key filter and fingerprints fill."""
         if ignore not in self._keep:
             self._filter(ignore)
@@ -163,10 +163,10 @@ class Canonicalizer:
         walkers = self._walkers.get(ignore)
         if walkers is None:
             drop_keys = self._filter(ignore)
-            keep = self._keep[ignore]
+            kept = self._keep[ignore].keys()
 
             def walk_object(obj: dict[str, Any]) -> None:
-                if not keep.issuperset(obj):  # the filter's own first test, without the call in the common case
+                if not kept >= obj.keys():  # the filter's own first test, without the call in the common case
                     drop_keys(obj)
                 for value in obj.values():
                     cls = value.__class__
@@ -199,11 +199,7 @@ class Canonicalizer:
             hit = self._cache.get(cache_key)
             if hit is not None:
                 return hit
-            result = self._canonical_text(value, ignore)
-            if len(self._cache) >= _CACHE_ENTRIES:
-                self._cache.clear()
-            self._cache[cache_key] = result
-            return result
+            return self._cache.put(cache_key, self._canonical_text(value, ignore))
         try:
             return _dump(self._clean(value, ignore, 0))
         except (RecursionError, ValueError, TypeError):
@@ -338,7 +334,7 @@ _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 _is_plain_type = _PLAIN_SCALARS.__contains__
 
 
-def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], bool]) -> int | None:
+def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Callable[[str], bool]) -> int | None:
     """A number such that two argument texts with different numbers have different canonical texts.
 
     Built from the top-level members of the JSON object ``text`` holds, without building its canonical text: the
@@ -358,7 +354,7 @@ def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], boo
         return None
     if value.__class__ is not dict:
         return None
-    if kept.issuperset(value):
+    if kept.keys() >= value.keys():
         # Every key is known to stay: the plain members are picked in C, without a Python step per member.
         return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
     gone = set()
@@ -367,9 +363,7 @@ def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], boo
             if dropped(key):
                 gone.add(key)
             else:
-                if len(kept) >= _CACHE_ENTRIES:
-                    kept.clear()
-                kept.add(key)
+                kept.put(key, None)
     return hash(frozenset([
         (key, member) for key, member in value.items() if member.__class__ in _PLAIN_SCALARS and key not in gone
     ]))
@@ -388,7 +382,7 @@ class Normalizer:
     def __init__(self, canonicalizer: Canonicalizer, ignore_args: dict[str, frozenset[str]]) -> None:
         self._canon = canonicalizer
         self._ignore = ignore_args
-        self._result_cache: dict[str, str] = {}
+        self._result_cache: BoundedCache[str, str] = BoundedCache(_CACHE_ENTRIES)
 
     def signature(self, tool: str, arguments: Any, captured: bool = True) -> ActionSignature:
         """The action signature of a call; ``captured=False`` gives the unknown signature."""
@@ -415,14 +409,11 @@ class Normalizer:
         if isinstance(result, str) and len(result) <= _CACHE_MAX_KEY:
             hit = self._result_cache.get(result)
             if hit is None:
-                hit = "r:" + _digest(self._canon.canonical(result))
-                if len(self._result_cache) >= _CACHE_ENTRIES:
-                    self._result_cache.clear()
-                self._result_cache[result] = hit
+                hit = self._result_cache.put(result, "r:" + _digest(self._canon.canonical(result)))
             return hit
         return "r:" + _digest(self._canon.canonical(result))
 
-    def key_rules(self, ignore: frozenset[str]) -> tuple[set[str], Callable[[str], bool]]:
+    def key_rules(self, ignore: frozenset[str]) -> tuple[BoundedCache[str, None], Callable[[str], bool]]:
         """Keys known to stay, and whether a key is dropped, for a tool whose ignore set is ``ignore``."""
         return self._canon.kept(ignore), self._canon.dropped(ignore)
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .cache import BoundedCache
 from .config import RetryPolicy
 from .model import ToolCall
 from .signature import FAILED, NUDGE_MARKER, UNKNOWN, Normalizer, argument_fingerprint
@@ -42,7 +43,7 @@ class ToolRules:
     __slots__ = ("dropped", "exempt", "ignore", "kept", "limit", "min_reps", "retry")
 
     def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
-                 key_rules: tuple[set[str], Callable[[str], bool]]) -> None:
+                 key_rules: tuple[BoundedCache[str, None], Callable[[str], bool]]) -> None:
         self.exempt = exempt
         self.min_reps = min_reps
         self.limit = limit

@@ -125,10 +125,7 @@ def _trace(rng: random.Random, n: int, one_tool: bool) -> list[dict]:
         # The random draws keep their order (tool, call id, arguments): the mixed file is the one the audit
         # equivalence test pins.
         call_id = f"call_{rng.getrandbits(64):016x}"
-        if looping:
-            args = loop_args
-        else:
-            args = _one_tool_args(rng, n, i) if one_tool else _args(rng, i)
+        args = loop_args if looping else _one_tool_args(rng, n, i) if one_tool else _args(rng, i)
         attrs = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool,

@@ -1,4 +1,4 @@
-"""The examples in the detector and ladder modules' docstrings run and give what they show."""
+"""The examples in the docstrings of the detectors, the ladder and the bounded cache run and give what they show."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["period", "retry", "lease", "ladder"])
+@pytest.mark.parametrize("module", ["period", "retry", "lease", "ladder", "cache"])
 def test_module_examples(module: str) -> None:
     """Every example in the module's docstrings passes (and there is at least one)."""
     result = doctest.testmod(importlib.import_module(f"otel_loopguard.core.{module}"))
