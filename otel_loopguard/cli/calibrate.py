@@ -356,6 +356,7 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
             max_end_ns = h.max_end_ns
             observed = at if at is not None else (max_end_ns * 1e-9 if max_end_ns else None)
             names = [trace_id]
+        last_end = max_end_ns * 1e-9 if max_end_ns else None
         label: str | None = None
         reason = "no label"
         if len(dir_labels) == 1:
@@ -382,7 +383,8 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
         if label is None:
             reasons[reason] = reasons.get(reason, 0) + 1
         traces.append(CalibrationTrace(steps, trace_id=trace_id, source=source, label=label, observed_at=observed,
-                                       prices=config.prices, max_steps=budget, in_order=in_order))
+                                       prices=config.prices, max_steps=budget, in_order=in_order,
+                                       last_end=last_end))
     return Reading(traces, by_source, overridden, reasons, len(set(manifest) - matched), errors,
                    time.perf_counter() - started)
 
@@ -457,6 +459,9 @@ def run(args: argparse.Namespace) -> int:
     grid = Grid.build(file_axes, cli_axes)
     if grid.combinations > MAX_SETTINGS:  # before reading anything
         raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
+    valid, refused = grid.settings(config)
+    if not valid:
+        raise ConfigError(f"no combination of the grid is a valid configuration, e.g. {refused[0][1]}")
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
@@ -716,6 +721,19 @@ def format_calibration(result: Calibration, reading: Reading, out: IO[str], *, t
         _describe(result, other, out)
     else:
         out.write("\nno setting catches more incidents or catches them sooner, even with false stops\n")
+    hints = result.tool_hints()
+    if hints:
+        rec_values = rec.setting.config
+        grids = []
+        for tool, rule, _ in hints:
+            if rule == "frequency":
+                low = rec_values.frequency_limit
+                grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
+            else:
+                grids.append(f"--grid tools.{tool}.exempt=false,true")
+        named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
+        out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
+                  f"{' '.join(grids)}\n")
     if result.unlabelled:
         unl = result.unlabelled_outcomes
         why = ", ".join(f"{n} {reason}" for reason, n in reading.unlabelled_reasons.items())

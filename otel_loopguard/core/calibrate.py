@@ -25,8 +25,8 @@ Definitions (the README's ``calibrate`` section says the same):
 The recommendation (:func:`rank_key`): the setting with the fewest false stops (none, when any setting has none),
 then the most incidents caught, then the shortest mean delay to ``stuck`` in calls, then the fewest false stuck
 verdicts, then the most incidents stopped, then the shortest mean delay to the stop, then the first in the grid's
-order. The trade-off (:func:`trade_off`): the best setting, by incidents caught and then mean delay, among those
-with more false stops than the recommendation that catch more incidents or catch them sooner.
+order. The trade-off (:func:`trade_off`): among the settings with more false stops than the recommendation that
+catch more incidents or catch them sooner, the one that catches the most, with the fewest false stops, then soonest.
 """
 
 from __future__ import annotations
@@ -327,6 +327,7 @@ class CalibrationTrace:
         prices: USD per million tokens per model (for the dollars of delays and savings).
         max_steps: a steps file's own step budget (it overrides the configuration's, as in ``audit``).
         in_order: the steps are a steps file's, judged in the order given (their times may be absent).
+        last_end: the end of the trace's last span, epoch seconds (default: the last end among its steps).
 
     The steps are put once in the order the judge judges them (start time, then end time and span id) with nested
     spans of one call joined (:func:`~.judge.join_nested`), so each setting's judge finds them ready; the judge
@@ -340,7 +341,7 @@ class CalibrationTrace:
 
     def __init__(self, steps: Iterable[Step], *, trace_id: str | None, source: str, label: str | None,
                  observed_at: float | None, prices: Mapping[str, Any] | None = None, max_steps: int | None = None,
-                 in_order: bool = False) -> None:
+                 in_order: bool = False, last_end: float | None = None) -> None:
         ordered = list(steps)
         if not in_order:
             ordered.sort(key=_order)
@@ -374,8 +375,8 @@ class CalibrationTrace:
                     end = step.end_ns * 1e-9
         self.cost_before.append(cost.usd)
         self.usd_total = cost.usd
-        #: The trace's last time: its observation time, else the last end among its steps.
-        self.end = observed_at if observed_at is not None else end
+        #: The trace's last time (what a stop saves runs to it): its last span's end.
+        self.end = last_end if last_end is not None else end
 
     @property
     def calls(self) -> int:
@@ -691,8 +692,8 @@ def rank_key(result: SettingResult) -> tuple[Any, ...]:
 
 
 def trade_off(results: Sequence[SettingResult], chosen: SettingResult) -> SettingResult | None:
-    """The best setting with more false stops than ``chosen`` that catches more incidents or catches them sooner
-    (by incidents caught, then mean delay to stuck, then false stops, then :func:`rank_key`), or None."""
+    """Among the settings with more false stops than ``chosen`` that catch more incidents or catch them sooner, the
+    one that catches the most, with the fewest false stops, then the soonest (then :func:`rank_key`), or None."""
     best_delay = chosen.stuck_delay if chosen.stuck_delay is not None else _WORST
 
     def better(r: SettingResult) -> bool:
@@ -702,8 +703,8 @@ def trade_off(results: Sequence[SettingResult], chosen: SettingResult) -> Settin
     candidates = [r for r in results if len(r.false_stops) > len(chosen.false_stops) and better(r)]
     if not candidates:
         return None
-    return min(candidates, key=lambda r: (-len(r.caught), r.stuck_delay if r.stuck_delay is not None else _WORST,
-                                          len(r.false_stops), rank_key(r)))
+    return min(candidates, key=lambda r: (-len(r.caught), len(r.false_stops),
+                                          r.stuck_delay if r.stuck_delay is not None else _WORST, rank_key(r)))
 
 
 def onsets(traces: Sequence[CalibrationTrace], outcomes: Sequence[Sequence[Outcome]]) -> list[int | None]:
@@ -800,6 +801,27 @@ class Calibration:
     priced: bool
     onsets: list[int | None] = field(default_factory=list)
 
+    def tool_hints(self, limit: int = 3) -> list[tuple[str, str, int]]:
+        """The tools whose repetition makes the false positives (of the recommendation, and the false stops of the
+        trade-off), when the grid has no per-tool axis for them: (tool, the rule that fired most, healthy traces),
+        most traces first. A per-tool setting for them may catch incidents without those false positives."""
+        swept = set(self.grid.tools())
+        hits: list[Hit] = []
+        if self.recommendation is not None:
+            hits += self.recommendation.false_stuck + self.recommendation.false_stops
+        if self.trade_off is not None:
+            hits += self.trade_off.false_stops
+        traces: dict[str, set[int]] = {}
+        rules: dict[str, dict[str, int]] = {}
+        for h in hits:
+            if h.tool and h.tool not in swept:
+                traces.setdefault(h.tool, set()).add(h.trace)
+                by_rule = rules.setdefault(h.tool, {})
+                by_rule[h.rule] = by_rule.get(h.rule, 0) + 1
+        ranked = sorted(traces, key=lambda tool: (-len(traces[tool]), tool))[:limit]
+        return [(tool, max(rules[tool], key=lambda rule: (rules[tool][rule], rule)), len(traces[tool]))
+                for tool in ranked]
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON document of ``calibrate --json``."""
         incidents = sum(1 for t in self.traces if t.label == INCIDENT)
@@ -816,6 +838,7 @@ class Calibration:
             "recommendation": None if rec is None else rec.as_dict(self.traces, self.priced),
             "trade_off": None if self.trade_off is None else self.trade_off.as_dict(self.traces, self.priced),
             "settings": [r.as_dict(self.traces, self.priced) for r in self.results],
+            "tool_hints": [{"tool": tool, "rule": rule, "healthy_traces": n} for tool, rule, n in self.tool_hints()],
             "unlabelled": {
                 "traces": [t.ref() for t in self.unlabelled],
                 "stuck": sum(1 for o in unl if o.stuck_step >= 0),

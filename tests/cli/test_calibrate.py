@@ -80,6 +80,7 @@ def test_label_attribute_on_the_resource_with_other_values(tmp_path: Path,
     assert doc["recommendation"]["settings"]["min_repetitions"] == 3
     assert doc["trade_off"]["settings"]["min_repetitions"] == 2
     assert doc["trade_off"]["false_stops"] == 1
+    assert doc["tool_hints"] == [{"tool": "status", "rule": "period", "healthy_traces": 1}]
 
 
 def test_manifest_csv_json_and_precedence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,6 +178,7 @@ def test_written_toml_round_trips_and_audits(tmp_path: Path, capsys: pytest.Capt
     assert doc["recommendation"]["settings"] == {"window": 10, "max_period": 3, "min_repetitions": 2,
                                                  "frequency_limit": 6, "hysteresis": 1, "tools.status.exempt": True}
     assert doc["recommendation"]["false_stuck"] == 0
+    assert doc["tool_hints"] == []  # no false positive left to blame on a tool
     assert doc["written"] == str(out_file)
     text = out_file.read_text()
     assert text.startswith("# Written by otel-loopguard calibrate")
@@ -293,6 +295,9 @@ def test_table_marks_the_recommendation_and_the_trade_off(tmp_path: Path, capsys
     assert "trade-off (rank 2): window=10 max_period=3 min_repetitions=2 frequency_limit=6 hysteresis=1\n" in out
     assert "  catches them 1.0 calls sooner, at the price of 1 false stop(s):\n" in out
     assert f"    {healthy} trace {poll}: stopped after call 3 (status, rule period)\n" in out
+    # The false positives repeat one tool: a per-tool axis is suggested (exempt, for a poller caught by the period).
+    assert ("hint: the false positives above repeat status (1 healthy trace, rule period); sweep per-tool settings "
+            "for them too, e.g. --grid tools.status.exempt=false,true\n") in out
 
 
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -234,6 +234,18 @@ def _brute_force(files: dict[str, str], base: LoopGuardConfig) -> list[dict[str,
     return sorted(rows, key=lambda r: r["key"])
 
 
+def _brute_trade_off(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The README's trade-off: among settings with more false stops than the recommendation that catch more or
+    sooner, the one catching the most, with the fewest false stops, then the soonest, then the ranking."""
+    best = rows[0]
+    delay = best["key"][2]
+    candidates = [r for r in rows if r["false_stops"] > best["false_stops"]
+                  and (r["caught"] > best["caught"] or (r["caught"] == best["caught"] and r["key"][2] < delay))]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda r: (-r["caught"], r["false_stops"], r["key"][2], r["key"]))
+
+
 @pytest.mark.parametrize("budget", [None, 0.02], ids=["prices", "prices+cost-budget"])
 def test_recommendation_equals_brute_force(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            budget: float | None) -> None:
@@ -257,6 +269,9 @@ def test_recommendation_equals_brute_force(tmp_path: Path, capsys: pytest.Captur
             "false_stops": s["false_stops"]} for s in doc["settings"]]
     assert got == [{k: v for k, v in r.items() if k != "key"} for r in brute]
     assert doc["recommendation"]["settings"] == brute[0]["settings"]
+    expected_trade_off = _brute_trade_off(brute)
+    assert expected_trade_off is not None
+    assert doc["trade_off"]["settings"] == expected_trade_off["settings"]
     # The runs are varied enough that settings disagree: some stop healthy runs, some miss incidents.
     assert any(r["false_stops"] for r in brute) and any(r["caught"] < brute[0]["caught"] for r in brute)
     if budget:
