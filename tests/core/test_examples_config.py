@@ -94,8 +94,9 @@ def test_default_lease_policy_and_price_and_tool_defaults() -> None:
     p = Prices(input=1.0, output=2.0)
     assert (p.cache_read, p.cache_write) == (0.0, 0.0)
     t = ToolSettings()
-    assert (t.exempt, t.ignore_args, t.window, t.max_period, t.min_repetitions, t.frequency_limit, t.repeat_limit,
-            t.retry) == (False, frozenset(), None, None, None, None, None, None)
+    # The window, the longest period and the repeat limit are per trace (top level only), so a tool has none.
+    assert (t.exempt, t.ignore_args, t.min_repetitions, t.frequency_limit, t.retry) == (
+        False, frozenset(), None, None, None)
     # The RetryPolicy class's own defaults are the same as the configuration's.
     d = RetryPolicy()
     assert (d.errors, d.max_attempts, d.interval_seconds, d.backoff_rate, d.tolerance) == (RETRYABLE, 3, 1.0, 2.0, 0.2)

@@ -117,8 +117,10 @@ def test_the_transition_history_keeps_the_last_thousand() -> None:
     for i in range(1800):
         engine.observe(state, _call("poll", {"job": 7}, result=f"r{i // 3}", at=i))
     assert state.transition_count == 1199
-    assert len(state.transitions) == 1000
-    first, last = state.transitions[0], state.transitions[-1]
+    # The history is the ladder's, inside the state (no public accessor): read it there.
+    history = state._ladder.transitions
+    assert len(history) == 1000
+    first, last = history[0], history[-1]
     assert (first.step, first.previous, first.verdict.kind) == (300, "stuck", "working")
     assert (last.step, last.previous, last.verdict.kind) == (1799, "working", "stuck")
 

@@ -144,7 +144,7 @@ def test_per_conversation_from_the_environment() -> None:
 
 def test_tool_settings_refuse_a_single_string_of_names() -> None:
     # ignore_args = "trace_token" (a string, not a list) would silently mean the names t, r, a, c, e, ...
-    with pytest.raises(ConfigError, match=r"tools.ignore_args must be a list of names, got 'trace_token'"):
+    with pytest.raises(ConfigError, match=r"tools.ignore_args must be a list of strings, got 'trace_token'"):
         ToolSettings(ignore_args="trace_token")  # type: ignore[arg-type]
     # A list is folded like volatile keys.
     assert ToolSettings(ignore_args=frozenset({"Trace-Token"})).ignore_args == frozenset({"tracetoken"})
