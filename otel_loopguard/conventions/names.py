@@ -83,6 +83,8 @@ LOOPGUARD_INTERVENTION = "loopguard.intervention"
 LOOPGUARD_NORMALIZER_VERSION = "loopguard.normalizer.version"
 LOOPGUARD_MESSAGE = "loopguard.message"
 LOOPGUARD_COST_USD = "loopguard.cost.usd"
+#: On a ``serve`` event decided while the trace's spans arrived out of start order (judged again at its finish).
+LOOPGUARD_PROVISIONAL = "loopguard.provisional"
 
 # Metric names (final) and their units.
 METRIC_VERDICTS = "loopguard.verdicts"

@@ -539,11 +539,12 @@ class TraceJudge:
 
     # -- judging ------------------------------------------------------------------------------------------------
 
-    def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None) -> list[Judged]:
+    def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None,
+              judged: list[Step] | None = None) -> list[Judged]:
         """:meth:`add` one step and :meth:`advance` at once (the live processor's one call per span)."""
         if not self.add(step, parent_open=parent_open):
             return []
-        return self.advance(untimed_at)
+        return self.advance(untimed_at, judged)
 
     def advance(self, untimed_at: float | None = None, judged: list[Step] | None = None) -> list[Judged]:
         """Judge the steps added since the last call, in start order, and return what is worth telling.
