@@ -133,6 +133,7 @@ class TraceCollector:
         self._released: OrderedDict[int, None] = OrderedDict()
         self._order = 0
         self._bytes = 0
+        self._last: int | None = None
         #: Traces released early because the buffer was full.
         self.early_releases = 0
         #: Span deliveries of a tool or model span already read (counted once).
@@ -161,8 +162,11 @@ class TraceCollector:
             partial = trace_id in self._released
             held = self._held[trace_id] = _Held(self._order, partial)
             self._bytes += TRACE_OVERHEAD_BYTES
-        else:
+            self._last = trace_id
+        elif trace_id != self._last:
+            # Least recently active first; a trace's spans mostly come together, so this is rarely needed.
             self._held.move_to_end(trace_id)
+            self._last = trace_id
         if span.end_ns > held.max_end_ns:
             held.max_end_ns = span.end_ns
         sources = held.sources
@@ -197,12 +201,15 @@ class TraceCollector:
         held = sorted(self._held.items(), key=lambda item: item[1].order)
         self._held.clear()
         self._bytes = 0
+        self._last = None
         return [self._report(trace_id, h) for trace_id, h in held]
 
     def _release_oldest(self) -> list[TraceReport]:
         out = []
         while self._bytes > self._max_bytes and self._held:
             trace_id, held = self._held.popitem(last=False)
+            if trace_id == self._last:
+                self._last = None
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
             self.early_releases += 1
             self._released[trace_id] = None
