@@ -233,7 +233,8 @@ class LoopGuardConfig:
     stop_after: int = 1
     max_nudges: int = 1
     volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
-    signature_key: bytes | None = None
+    # Never in a repr (nor in a log line, see _shown): whoever holds it can forge and invert digests.
+    signature_key: bytes | None = field(default=None, repr=False)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     lease: LeasePolicy = field(default_factory=LeasePolicy)
     prices: Mapping[str, Prices] = field(default_factory=dict)
@@ -334,7 +335,8 @@ class LoopGuardConfig:
             try:
                 config = cls(**{**accepted, name: value, **explicit})
             except ConfigError as exc:
-                _logger.warning("ignoring LOOPGUARD_%s=%r: %s; using the default", name.upper(), value, exc)
+                _logger.warning("ignoring LOOPGUARD_%s=%s: %s; using the default", name.upper(), _shown(name, value),
+                                exc)
                 continue
             accepted[name] = value
         return config
@@ -373,7 +375,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             else:
                 value = raw
         except (ValueError, ConfigError) as exc:
-            _logger.warning("ignoring LOOPGUARD_%s=%r: %s; using the default", name.upper(), raw, exc)
+            _logger.warning("ignoring LOOPGUARD_%s=%s: %s; using the default", name.upper(), _shown(name, raw), exc)
             continue
         values[name] = value
     versions = {
@@ -384,6 +386,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     if versions:
         values["versions"] = versions
     return values
+
+
+def _shown(name: str, value: Any) -> str:
+    """A setting's value as a log line may show it: the signature key never."""
+    return "<redacted>" if name == "signature_key" else repr(value)
 
 
 def parse_bool(raw: str) -> bool:
@@ -412,12 +419,36 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str] | tuple[
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
 
 
+#: The largest configuration file read (a price table of thousands of models is far smaller).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_config_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a configuration file: a regular file of at most :data:`MAX_CONFIG_BYTES`.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO, a device or a huge file named by
+    ``LOOPGUARD_CONFIG`` is refused instead of hanging or filling memory.
+    """
+    import stat  # noqa: PLC0415
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: a configuration must be a regular file")
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: a configuration file may hold at most {MAX_CONFIG_BYTES} bytes")
+    return data
+
+
 def _from_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_read_config_file(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     try:
