@@ -122,6 +122,25 @@ class NestingRule(msgspec.Struct, frozen=True):
 class Nesting:
     """The rules that join nested tool spans of one call, tried in order; the first that joins decides.
 
+    A convention adds a rule by naming the origin of the inner span and a join function, e.g. an OpenInference
+    TOOL span (origin ``"openinference"``) wrapping the native ``execute_tool`` span (origin ``"genai"``) of the
+    same tool, overlapping in time, the span that carries the content standing for the call::
+
+        def wrapped(outer: Step, inner: Step) -> Step | None:
+            if outer.origin != "openinference" or outer.call.tool != inner.call.tool:
+                return None
+            if not (inner.start_ns < outer.end_ns and outer.start_ns < inner.end_ns):
+                return None
+            return inner if inner.call.arguments_captured else outer
+
+        nesting = Nesting(NestingRule("genai", wrapped), *MCP_CLIENT_NESTING.rules)
+        judge = TraceJudge(engine, nesting=nesting)
+
+    The judge offers a pair only when the inner step's parent span is a tool step of the same trace; it applies the
+    rules when it orders a whole trace, when a batch holds both, and live (the processor) by holding an inner step
+    whose parent tool span is still open until that parent ends. A pair that can only be joined after one of them
+    was judged on its own (``serve``: the parent arrived later) makes the judge reordered, and its finish joins them.
+
     Args:
         rules: the rules. A step whose origin no rule names is never joined, and costs nothing to check.
     """
@@ -330,8 +349,11 @@ class TraceReport:
             "steps_used": self.steps_used,
             "ok": self.ok,
             "violations": list(self.violations),
-            "transitions": [t.as_dict() for t in self.transitions],
-            "interventions": [i.as_dict() for i in self.interventions],
+            "transitions": [_transition_dict(t) for t in self.transitions],
+            "interventions": [
+                {"step": i.step, "call": i.step + 1, "action": i.action, "message": i.message, "rule": i.rule}
+                for i in self.interventions
+            ],
             "partial": self.partial,
         }
         if self.cost is not None:
@@ -340,6 +362,20 @@ class TraceReport:
                 out["unpriced_tokens"] = self.cost.unpriced_tokens
                 out["unpriced_models"] = sorted(self.cost.unpriced_models)
         return out
+
+
+def _transition_dict(transition: Transition) -> dict[str, Any]:
+    # ``step`` is the 0-based index of the call, ``call`` its number from 1 (as ``loopguard.steps`` counts);
+    # a period belongs to a stuck verdict only (an uncertain or retrying repetition has none to report).
+    verdict = transition.verdict
+    return {
+        "step": transition.step,
+        "call": transition.step + 1,
+        "from": transition.previous,
+        "to": verdict.kind,
+        "rule": verdict.rule,
+        "period": verdict.period if verdict.kind == STUCK else None,
+    }
 
 
 def _event_key(observation: Observation) -> tuple[Any, ...]:

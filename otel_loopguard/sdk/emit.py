@@ -149,7 +149,9 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         n.LOOPGUARD_INTERVENTION: event.intervention.action if event.intervention else "none",
         n.LOOPGUARD_NORMALIZER_VERSION: normalizer_version,
     }
-    if verdict.period is not None:
+    if verdict.period is not None and verdict.kind == STUCK:
+        # A period describes a stuck cycle only (as in audit's reports); a repetition judged uncertain or
+        # retrying has its repetitions and cycle start, not a period to report.
         attrs[n.LOOPGUARD_PERIOD] = verdict.period
     if verdict.repetitions is not None:
         attrs[n.LOOPGUARD_REPETITIONS] = verdict.repetitions
