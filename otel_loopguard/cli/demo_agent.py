@@ -117,7 +117,7 @@ class DemoResult:
 
 
 class _ReproducibleIds(IdGenerator):
-    """Trace and span ids from a seeded generator, so ``--seed`` reproduces a run exactly."""
+    """Trace and span ids from a reproducible generator, so ``--run N`` reproduces a run exactly."""
 
     def __init__(self, variant: int) -> None:
         self._random = random.Random(variant)

@@ -58,7 +58,7 @@ TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
 # --- MCP client spans (read, to avoid double counting) -----------------------
 MCP_METHOD_NAME = "mcp.method.name"
 
-# --- Version stamps set on every span (write; seed 003) ----------------------
+# --- Version stamps set on every span (write) --------------------------------
 VERSION_ATTRIBUTES = {
     "prompt": "app.prompt.version",
     "tools": "app.tools.version",

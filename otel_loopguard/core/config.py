@@ -199,7 +199,7 @@ class LoopGuardConfig:
         max_period: the longest cycle (in calls) the periodicity detector looks for.
         min_repetitions: cycles a periodic suffix must hold to count as repetition.
         frequency_limit: a signature seen this many times in the window counts as repetition.
-        repeat_limit: seed-000 maximal runs of identical calls at least this long are violations.
+        repeat_limit: step audit: maximal runs of identical consecutive calls at least this long are violations.
         max_steps: a trace with more tool calls than this exceeds the step budget (stop).
         max_cost_usd: a trace whose model usage costs more than this exceeds the cost budget (stop); None = no limit.
         hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``.
