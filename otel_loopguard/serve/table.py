@@ -269,7 +269,7 @@ class TraceTable:
                     else:
                         self._open.move_to_end(trace_id)
                     trace.last_seen = now
-                    if trace.kept:
+                    if trace_id in self._keeping:
                         self._keeping.move_to_end(trace_id)
                 if reopened:
                     counts["late_spans"] += span_count
@@ -362,8 +362,9 @@ class TraceTable:
                     self._kept -= forgotten.kept
                     forgotten.kept = 0
                     self._keeping.pop(forgotten.trace_id, None)
-                if trace.kept:
-                    # A finished trace gives its kept steps up first when memory runs short.
+                if trace.trace_id in self._keeping:
+                    # A finished trace gives its kept steps up first when memory runs short. (A trace being given
+                    # up by _trim_kept is out of this map already, with its bytes still counted until then.)
                     self._keeping.move_to_end(trace.trace_id, last=False)
             judge = trace.judge
             if not trace.changed:

@@ -222,3 +222,18 @@ def test_kept_steps_are_bounded_by_bytes_and_counted() -> None:
     table.add(calls[:1], now=1)
     _, [finished] = table.finish_all()
     assert finished.report.partial is True and finished.report.steps_used == 400
+
+
+def test_all_traces_together_keep_at_most_the_global_budget() -> None:
+    """Ten open traces of 30 calls (about 15 kB of kept steps each) under a 64 kB budget for all: the oldest give
+    theirs up (counted) until the rest fit, and the newest traces still keep theirs."""
+    table = TraceTable(LoopEngine(LoopGuardConfig()), idle=30, max_kept_bytes=64 * 1024)
+    for t in range(10):
+        spans = [tool_span(100 * t + i, t * 100 + i, args=f'{{"page": {i}}}', trace_id=TRACE + t) for i in range(30)]
+        table.add(spans, now=t)
+    stats = table.stats()
+    assert 0 < stats.kept_bytes <= 64 * 1024
+    # Each trace keeps, by the estimate, 480 bytes per step plus its arguments ('{"page": 0}' ... 11 characters for
+    # pages 0-9, 12 for 10-29) and result ("none", 4): 30 * 484 + 10 * 11 + 20 * 12 = 14 870 bytes. 65 536 bytes
+    # hold four such traces, so six gave theirs up.
+    assert stats.inexact_traces == 6
