@@ -599,9 +599,13 @@ class TraceJudge:
         if not ready:
             return []
         self._ready = []
+        inner = self._inner
         if len(ready) > 1:
             ready.sort(key=_ORDER)
-        if self._inner:
+            if inner:
+                ready = self._live_join(ready)
+        elif inner and (self._held or self._inner_parents or ready[0].origin in inner):
+            # One step (the live processor's case): nesting has work only when something waits or may join.
             ready = self._live_join(ready)
         if judged is not None:
             judged.extend(ready)

@@ -470,15 +470,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
             # Events matter only for the error class of a failed call; ``span.events`` copies them.
             events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
         )
-        conversation = conversation_id(attrs)
+        # The agent and conversation are read only when an event is told (_publish), not for every call.
         step = Step(
             span_id=ctx.span_id,
             parent_span_id=parent.span_id if parent is not None else None,
             start_ns=span.start_time or 0,
             end_ns=end or 0,
             call=call,
-            agent=(agent.name if agent is not None else None) or agent_name(attrs),
-            conversation=conversation,
             origin=ORIGIN_MCP_CLIENT if is_mcp_client(attrs) else "",
         )
         judge_slot = self._judge_slot(slot, key, attrs, now)
@@ -494,8 +492,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._emitter.tool_call(done.call.tool)
                 if agent is not None:
                     agent.tool_calls += 1
-        for item in told:
-            self._publish(trace_id, item, target, ctx)
+        if told:
+            label = (agent.name if agent is not None else None) or agent_name(attrs)
+            for item in told:
+                self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         usage = llm_usage(attrs)
@@ -519,8 +519,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
             end_ns=end or 0,
             model=usage[0],
             usage=usage[1],
-            agent=agent_name(attrs),
-            conversation=conversation_id(attrs),
         )
         judge_slot = self._judge_slot(slot, key, attrs, now)
         with judge_slot.lock:
@@ -530,7 +528,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 judge = judge_record.judge = self._new_judge()
             told = judge.judge(step)
         for item in told:
-            self._publish(trace_id, item, target, ctx)
+            self._publish(trace_id, item, target, ctx, agent_name(attrs), conversation_id(attrs))
 
     def _agent_ended(self, span: ReadableSpan) -> None:
         span_id = span.context.span_id
@@ -558,7 +556,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         # Inner spans held for a parent that never ended are judged now.
         for item in judge.finish(None):
-            self._publish(trace_id, item, self._target(trace_id, record), None)
+            self._publish(trace_id, item, self._target(trace_id, record), None, None, None)
         self._finished(judge, None)
         slot = self._finished_traces.slot(trace_id, time.time())
         if slot is not None:
@@ -580,7 +578,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001
             self._fail("evict", exc)
 
-    def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None) -> None:
+    def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
+                 agent: str | None, conversation: str | None) -> None:
         observation = judged.observation
         step = judged.step
         call = step.call if step is not None else None
@@ -595,8 +594,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             transition=observation.transition,
             intervention=observation.intervention,
             tool=call.tool if call is not None else None,
-            agent=step.agent if step is not None else None,
-            conversation=step.conversation if step is not None else None,
+            agent=agent,
+            conversation=conversation,
             signature_digest=observation.signature_digest,
             steps=judged.steps,
             timestamp_ns=end or None,
