@@ -578,6 +578,33 @@ class TraceJudge:
     def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None,
               judged: list[Step] | None = None) -> list[Judged]:
         """:meth:`add` one step and :meth:`advance` at once (the live processor's one call per span)."""
+        if (
+            self._ids is None
+            and not self._ready
+            and not self._held
+            and not self._inner_parents
+            and step.origin not in self._inner
+        ):
+            # The live processor's usual step, judged without the general machinery (same outcome: no span ids
+            # are kept, nothing waits, and no nesting rule can apply to it).
+            call = step.call
+            if call is not None:
+                args, result = call.arguments, call.result
+                limit = self._max_bytes
+                if not ((args is None or (args.__class__ is str and len(args) <= limit))
+                        and (result is None or (result.__class__ is str and len(result) <= limit))):
+                    step = _compact(step, limit)[0]
+            key = (step.start_ns, step.end_ns, step.span_id)
+            last = self._last
+            if last is not None and key < last:
+                self._reorder()
+            else:
+                self._last = key
+            if judged is not None:
+                judged.append(step)
+            out: list[Judged] = []
+            self._feed(step, untimed_at, out)
+            return out
         if not self.add(step, parent_open=parent_open):
             return []
         return self.advance(untimed_at, judged)
