@@ -212,8 +212,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
         }
         self._is_shutdown = False
-        # Local roots still alive, by trace id, for span events when no agent span is open. Weak values: an
-        # entry goes with its span, so this index is as large as the roots the application itself still holds.
+        # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
+        # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
+        # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
         self._roots: weakref.WeakValueDictionary[int, Span] = weakref.WeakValueDictionary()
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
@@ -231,9 +232,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if self._stamps:
                 span.set_attributes(self._stamps)
             parent = span.parent
-            if parent is None or parent.is_remote:
-                # Any local root may have to carry a span event (when no agent span is open).
-                self._roots[span.get_span_context().trace_id] = span
+            is_root = parent is None or parent.is_remote
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
             # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
             # keys under a lock, and each Mapping.get miss raises and catches KeyError.
@@ -241,8 +240,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs:
                 attrs = _plain(attrs)
                 if not MARKER_KEYS.isdisjoint(attrs):
-                    # The worker works out the role; the trace is marked as GenAI when the span ends.
-                    self._submit((_STARTED, span, None, attrs, False))
+                    # The worker works out the role and records the span (a root: as the trace's root).
+                    self._submit((_STARTED, span, None, attrs, is_root))
+                    return
+            if is_root:
+                # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
+                # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
+                self._roots[span.get_span_context().trace_id] = span
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
@@ -257,9 +261,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 is_root = parent is None or parent.is_remote
                 if not is_root:
                     trace_id = span.context.trace_id
-                    if self._store.get(trace_id) is None:
-                        # Mark the trace as GenAI now, on this thread, so its root's end (below) is queued even
-                        # if the worker has not judged this span yet.
+                    if self._store.get(trace_id) is None and trace_id in self._roots:
+                        # Under a root that is not a GenAI span: mark the trace now, on this thread, so the root's
+                        # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
+                        # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
                 self._submit((_ENDED, span, True, None, is_root))
             else:
@@ -275,7 +280,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         kind, span, a, b, is_root = item
         try:
             if kind is _STARTED:
-                self._started(span, b)
+                self._started(span, b, is_root)
                 return
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
@@ -292,16 +297,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end" if kind is _ENDED else "on_start", exc)
 
-    def _started(self, span: Span, attrs: Any) -> None:
+    def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
         role = span_role(attrs)
-        if role is None:
-            return
         ctx = span.get_span_context()
+        if role is None:
+            if is_root:
+                self._roots[ctx.trace_id] = span  # not a GenAI span after all: a plain local root
+            return
         start = span.start_time
         slot = self._store.slot(ctx.trace_id, start * 1e-9 if start else time.time())
         assert slot is not None
         with slot.lock:
             record = slot.state
+            if is_root:
+                record.root = weakref.ref(span)
             if role == ROLE_AGENT:
                 if len(record.agents) < MAX_OPEN_AGENTS:
                     record.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
