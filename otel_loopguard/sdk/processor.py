@@ -114,6 +114,36 @@ class _Trace:
         return self.root() if self.root is not None else None
 
 
+class _Roots:
+    """Local roots by trace id, held weakly: an entry goes when its span is freed, so the index is never larger
+    than the set of roots the application itself still holds (a dict of weak references, tested in C by
+    membership on the application's thread)."""
+
+    __slots__ = ("__weakref__", "refs")
+
+    def __init__(self) -> None:
+        self.refs: dict[int, weakref.ref[Span]] = {}
+
+    def add(self, trace_id: int, span: Span) -> None:
+        refs = self.refs
+        own = weakref.ref(self)
+
+        def gone(ref: weakref.ref[Span]) -> None:
+            index = own()
+            # Only this reference's entry: the trace id may have a newer root since.
+            if index is not None and index.refs.get(trace_id) is ref:
+                index.refs.pop(trace_id, None)
+
+        refs[trace_id] = weakref.ref(span, gone)
+
+    def get(self, trace_id: int) -> Span | None:
+        ref = self.refs.get(trace_id)
+        return ref() if ref is not None else None
+
+    def pop(self, trace_id: int, default: None = None) -> None:
+        self.refs.pop(trace_id, None)
+
+
 class _Finished:
     """What :meth:`LoopGuardSpanProcessor.verdict` and :meth:`~LoopGuardSpanProcessor.check` answer for a
     trace whose root has ended."""
@@ -215,7 +245,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
-        self._roots: weakref.WeakValueDictionary[int, Span] = weakref.WeakValueDictionary()
+        self._roots = _Roots()
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
         )
@@ -246,7 +276,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if is_root:
                 # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
                 # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
-                self._roots[span.get_span_context().trace_id] = span
+                self._roots.add(span.get_span_context().trace_id, span)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
@@ -261,7 +291,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 is_root = parent is None or parent.is_remote
                 if not is_root:
                     trace_id = span.context.trace_id
-                    if self._store.get(trace_id) is None and trace_id in self._roots:
+                    if trace_id in self._roots.refs and self._store.get(trace_id) is None:
                         # Under a root that is not a GenAI span: mark the trace now, on this thread, so the root's
                         # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
                         # end is always queued.)
@@ -302,7 +332,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         if role is None:
             if is_root:
-                self._roots[ctx.trace_id] = span  # not a GenAI span after all: a plain local root
+                self._roots.add(ctx.trace_id, span)  # not a GenAI span after all: a plain local root
             return
         start = span.start_time
         slot = self._store.slot(ctx.trace_id, start * 1e-9 if start else time.time())
