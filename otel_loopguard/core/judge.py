@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from .cost import CostTotal, Usage
-from .engine import LoopEngine
+from .engine import LoopEngine, TraceState
 from .model import STUCK, Intervention, Observation, ToolCall, Transition, Verdict
 from .signature import NUDGE_MARKER
 from .step_audit import StepAudit
@@ -417,6 +417,7 @@ class TraceJudge:
         "_max_bytes",
         "_nesting",
         "_ready",
+        "_state",
         "_step_audit",
         "_transitions",
         "duplicates",
@@ -427,7 +428,6 @@ class TraceJudge:
         "reordered",
         "retracted",
         "seen_usage",
-        "state",
     )
 
     def __init__(
@@ -467,17 +467,28 @@ class TraceJudge:
         self._reset()
 
     def _reset(self) -> None:
-        engine = self._engine
-        #: The engine's state of the trace (read ``verdict``, ``steps``, ``cost``, ``stop``, ``last_intervention``).
-        self.state = engine.new_state()
-        cfg = engine.config
-        self._audit = StepAudit(cfg.max_steps, cfg.repeat_limit) if self._step_audit else None
+        # The engine's state and the step audit are made when first needed: a whole-trace judge (audit) holds
+        # only its steps until the input ends, for every trace of the input at once.
+        self._state: TraceState | None = None
+        self._audit: StepAudit | None = None
         self._transitions: list[Transition] = []
         self._interventions: list[Intervention] = []
         #: Tool calls judged that failed.
         self.failed_calls = 0
         #: Whether model usage was judged.
         self.seen_usage = False
+
+    @property
+    def state(self) -> TraceState:
+        """The engine's state of the trace (read ``verdict``, ``steps``, ``cost``, ``stop``, ``last_intervention``)."""
+        state = self._state
+        if state is None:
+            engine = self._engine
+            state = self._state = engine.new_state()
+            if self._step_audit:
+                cfg = engine.config
+                self._audit = StepAudit(cfg.max_steps, cfg.repeat_limit)
+        return state
 
     # -- what the callers read ----------------------------------------------------------------------------------
 
@@ -736,10 +747,11 @@ class TraceJudge:
     def _feed(self, step: Step, untimed_at: float | None, out: list[Judged],
               told: set[tuple[Any, ...]] | None = None) -> None:
         engine = self._engine
+        state = self._state if self._state is not None else self.state
         call = step.call
         if call is not None:
             now = untimed_at if call.end is None and call.start is None else None
-            observation: Observation | None = engine.observe(self.state, call, now)
+            observation: Observation | None = engine.observe(state, call, now)
             audit = self._audit
             if audit is not None:
                 audit.add(call)
@@ -748,7 +760,7 @@ class TraceJudge:
         else:
             self.seen_usage = True
             usage = step.usage
-            observation = engine.add_usage(self.state, step.model, usage if usage is not None else Usage())
+            observation = engine.add_usage(state, step.model, usage if usage is not None else Usage())
         if observation is not None and (observation.transition is not None or observation.intervention is not None):
             self._record(observation, step, out, told)
 
