@@ -1,4 +1,4 @@
-"""The ``otel-loopguard`` command line: one module per command (audit, report, demo, serve).
+"""The ``otel-loopguard`` command line: one module per command (audit, report, calibrate, demo, serve).
 
 Errors are one line on standard error and a non-zero exit status; no tracebacks.
 Exit status: 0 fine, 1 a trace reached the ``--fail-on`` verdict, 2 a usage or input error.
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .._version import VERSION
 from ..errors import ConfigError, InputError, LoopGuardError
-from . import audit, demo, report, serve
+from . import audit, calibrate, demo, report, serve
 from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 
 __all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_OK", "build_parser", "main"]
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",
                                      help="what to do (otel-loopguard COMMAND --help for its options)")
-    for command in (audit, demo, report, serve):
+    for command in (audit, report, calibrate, demo, serve):
         command.register(commands)
     return parser
 

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core.cache import BoundedCache
 from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
@@ -142,8 +143,8 @@ class Extractor:
 
     def __init__(self, max_bytes: int = 65_536) -> None:
         self._max_bytes = max_bytes
-        self._args_cache: dict[str, Any] = {}
-        self._result_cache: dict[str, Any] = {}
+        self._args_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
+        self._result_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
 
     def tool_call(
         self,
@@ -239,15 +240,11 @@ class Extractor:
         return result
 
 
-def _cached(cache: dict[str, Any], text: str, fn: Any) -> Any:
+def _cached(cache: BoundedCache[str, Any], text: str, fn: Any) -> Any:
     hit = cache.get(text, cache)
     if hit is not cache:
         return hit
-    value = fn(text)
-    if len(cache) >= _CACHE_ENTRIES:
-        cache.clear()
-    cache[text] = value
-    return value
+    return cache.put(text, fn(text))
 
 
 def _loads(text: str) -> Any:
