@@ -190,11 +190,13 @@ def test_written_toml_round_trips_and_audits(tmp_path: Path, capsys: pytest.Capt
     assert loaded.prices["model-a"].input == 1.0
     assert loaded.tools["status"].exempt is True
     assert loaded.tools['fetch "page"'].ignore_args == frozenset({"tracetoken"})
-    # audit with the written file: the loop (search at calls 2..6) is stuck after call 3 with min_repetitions 2.
+    # audit with the written file: the loop (search at 0-based steps 2..6) is stuck after step 3 with
+    # min_repetitions 2; audit's JSON also numbers that call from 1 ("call": 3 + 1 = 4).
     capsys.readouterr()
     assert main(["audit", "--json", "--config", str(out_file), incidents]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["transitions"][0] == {"step": 3, "from": "working", "to": "stuck", "rule": "period", "period": 1}
+    assert report["transitions"][0] == {"step": 3, "call": 4, "from": "working", "to": "stuck", "rule": "period",
+                                       "period": 1}
     assert report["interventions"][1]["step"] == 4 and report["interventions"][1]["action"] == "stop"
 
 

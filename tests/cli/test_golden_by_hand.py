@@ -6,10 +6,9 @@ the golden file and a fresh ``audit --json`` run must agree with it. Among them 
 extraction behaviours: an exception event's type as the error class (it makes the timeout retryable), a lease read
 from ``loopguard.wait.*`` on OpenInference spans, and Traceloop's ``{"inputs": ...}`` envelope unwrapped.
 
-Note for the judge rework (issue 12): it changes the audit output (call numbers from 1, ``period`` only while
-stuck, "step audit" wording). These expectations use the 0-based ``step`` and the ``period`` fields of the output
-as it is now; when the output changes, translate the expectations below (the reasoning stays) and regenerate the
-golden file.
+The output numbers each transition and intervention twice: ``step``, the 0-based index of the call, and ``call``,
+its number from 1 (as ``loopguard.steps`` counts); a transition's ``period`` is given only when it enters ``stuck``
+(an uncertain, retrying or working repetition reports none).
 """
 
 from __future__ import annotations
@@ -34,11 +33,11 @@ AFTER_NUDGE = "loopguard stopped the run: made the same {tool} call {n} times wi
 
 
 def _t(step: int, frm: str, to: str, rule: str, period: int | None) -> dict[str, Any]:
-    return {"step": step, "from": frm, "to": to, "rule": rule, "period": period}
+    return {"step": step, "call": step + 1, "from": frm, "to": to, "rule": rule, "period": period}
 
 
 def _i(step: int, action: str, rule: str, message: str) -> dict[str, Any]:
-    return {"step": step, "action": action, "message": message, "rule": rule}
+    return {"step": step, "call": step + 1, "action": action, "message": message, "rule": rule}
 
 
 # --- the "mixed" input: five OTLP requests as JSON Lines (tests/cli/test_audit_equivalence.py, _mixed_lines) -----
@@ -57,7 +56,7 @@ def _i(step: int, action: str, rule: str, message: str) -> dict[str, Any]:
 # - call 5: success ends the retry run; search 5 times in the window, every result "nothing" (the failure is never
 #   progress) -> stuck by frequency, repetitions 5; the trace was nudged once already (max_nudges 1): stop.
 # - call 6: search after search (period 1, cycle of 3 from call 4), but call 4 failed and call 5 did not, so the
-#   evidence changed within the cycle -> working (rule progress, period 1).
+#   evidence changed within the cycle -> working (rule progress; its period 1 is not reported: not stuck).
 # - call 7: fetch, nothing repeats -> working (rule none), no transition (already working).
 # The last stuck verdict (call 5) had no period, so the report's period is null.
 # Seed-000 step audit: runs of 3 identical calls at 0 (calls 0-2) and at 4 (calls 4-6).
@@ -68,7 +67,7 @@ MIXED_AGENT = {
     "violations": ["repeat_loop:search|q=same@0", "repeat_loop:search|q=same@4"],
     "transitions": [_t(2, "working", "stuck", "period", 1), _t(3, "stuck", "working", "none", None),
                     _t(4, "working", "retrying", "retry", None), _t(5, "retrying", "stuck", "frequency", None),
-                    _t(6, "stuck", "working", "progress", 1)],
+                    _t(6, "stuck", "working", "progress", None)],
     "interventions": [
         _i(2, "nudge", "period", NUDGE_3.format(tool="search")),
         _i(5, "stop", "frequency",
