@@ -9,11 +9,17 @@ through the classes built at import. Every expected value is worked out from the
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
+import re
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
 from otel_loopguard.core.config import (
+    MAX_CONFIG_BYTES,
     LoopGuardConfig,
     Prices,
     RetryPolicy,
@@ -56,7 +62,7 @@ def test_a_setting_without_default_is_required() -> None:
     f = _setting(check=_check)
     assert (f.default, f.default_factory) == (dataclasses.MISSING, dataclasses.MISSING)
     with pytest.raises(TypeError):
-        Prices(output=1.0)  # type: ignore[call-arg]
+        Prices(output=1.0)
 
 
 # --- environment spellings ----------------------------------------------------------------------------------------
@@ -139,7 +145,7 @@ def test_a_positive_number_names_the_setting_in_both_errors() -> None:
 
 def test_a_list_of_strings_refuses_other_items_and_non_lists() -> None:
     with pytest.raises(ConfigError, match=r"^volatile_keys must be a list of strings, got \['a', 1\]$"):
-        LoopGuardConfig(volatile_keys=["a", 1])  # type: ignore[list-item]
+        LoopGuardConfig(volatile_keys=["a", 1])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^volatile_keys must be a list of strings, got 5$"):
         LoopGuardConfig(volatile_keys=5)  # type: ignore[arg-type]
 
@@ -193,3 +199,105 @@ def test_settings_after_a_command_table_are_read() -> None:
     assert got["window"] == 20
     assert got["retry"].max_attempts == 5
     assert "serve" not in got
+
+
+# --- the signature key kept out of repr and logs --------------------------------------------------------------------
+
+
+def test_settings_are_shown_in_the_repr_unless_told_not_to() -> None:
+    # shown defaults to True: a field appears in the dataclass's repr; shown=False keeps it out (the signature key).
+    assert _setting(5, check=_check).repr is True
+    assert _setting(5, check=_check, shown=False).repr is False
+    text = repr(LoopGuardConfig(signature_key="k" * 16))  # type: ignore[arg-type]
+    assert "window=10" in text and "max_steps=200" in text
+    assert "signature_key" not in text and "kkkk" not in text
+
+
+def test_a_rejected_signature_key_is_logged_as_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    # The warning names the variable and the reason, and shows "<redacted>" where other settings show the value.
+    with caplog.at_level(logging.WARNING, logger="otel_loopguard"):
+        LoopGuardConfig.load(environ={"LOOPGUARD_SIGNATURE_KEY": "short-secret", "LOOPGUARD_WINDOW": "zero"})
+    messages = sorted(r.getMessage() for r in caplog.records)
+    assert messages == [
+        "ignoring LOOPGUARD_SIGNATURE_KEY=<redacted>: signature_key must be at least 16 bytes; using the default",
+        "ignoring LOOPGUARD_WINDOW='zero': invalid literal for int() with base 10: 'zero'; using the default",
+    ]
+
+
+# --- the configuration file: a regular file of at most MAX_CONFIG_BYTES ----------------------------------------------
+
+
+def test_a_file_of_exactly_the_limit_is_read_whole(tmp_path: Path) -> None:
+    # 1 MiB = 1048576 bytes exactly, ending in "window = 20" without a newline: the limit is inclusive, and reading
+    # one byte less would cut the "0" (window 2, which the default period and repetitions do not fit in).
+    assert MAX_CONFIG_BYTES == 1_048_576
+    tail = b"window = 20"
+    path = tmp_path / "exact.toml"
+    path.write_bytes(b"#" * (MAX_CONFIG_BYTES - len(tail) - 1) + b"\n" + tail)
+    assert path.stat().st_size == MAX_CONFIG_BYTES
+    assert LoopGuardConfig.load(path, environ={}).window == 20
+
+
+def test_a_file_one_byte_over_the_limit_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * MAX_CONFIG_BYTES + b"\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: a configuration file may hold at most 1048576 "
+                                          r"bytes$"):
+        LoopGuardConfig.load(path, environ={})
+
+
+def test_a_device_or_a_directory_is_no_configuration_file(tmp_path: Path) -> None:
+    # /dev/null opens at once (a character device) and fstat tells it is not a regular file. A directory opens
+    # read-only too, but Python's file object refuses it (EISDIR) before the check: a read error.
+    with pytest.raises(ConfigError, match=r"^/dev/null: a configuration must be a regular file$"):
+        LoopGuardConfig.load("/dev/null", environ={})
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}: cannot read configuration: Is a directory$"):
+        LoopGuardConfig.load(tmp_path, environ={})
+
+
+def test_a_file_that_is_not_utf8_is_named_so(tmp_path: Path) -> None:
+    # 0xff can never start a UTF-8 sequence: "invalid start byte" is the codec's reason.
+    path = tmp_path / "latin.toml"
+    path.write_bytes(b"# caf\xe9\nwindow = 20\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: not UTF-8 text: invalid continuation byte$"):
+        LoopGuardConfig.load(path, environ={})
+    path.write_bytes(b"\xff")
+    with pytest.raises(ConfigError, match=r": not UTF-8 text: invalid start byte$"):
+        LoopGuardConfig.load(path, environ={})
+
+
+def test_the_file_is_opened_without_blocking_and_read_to_one_byte_past_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A FIFO opened for reading without O_NONBLOCK waits for a writer (forever); without O_CLOEXEC a process
+    # started meanwhile inherits the descriptor. The read asks for MAX + 1 bytes: enough to tell "too large",
+    # never the whole of a huge file. Observed on the real calls (the file is really opened and read).
+    flags: list[int] = []
+    sizes: list[int | None] = []
+    real_open, real_fdopen = os.open, os.fdopen
+
+    def spy_open(path: Any, flag: int, *rest: Any) -> int:
+        flags.append(flag)
+        return real_open(path, flag, *rest)
+
+    class SpyFile:
+        def __init__(self, fh: Any) -> None:
+            self._fh = fh
+
+        def read(self, size: int | None = -1) -> bytes:
+            sizes.append(size)
+            return self._fh.read(size)  # type: ignore[no-any-return]
+
+        def __enter__(self) -> SpyFile:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._fh.close()
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: SpyFile(real_fdopen(fd, *a, **k)))
+    path = tmp_path / "small.toml"
+    path.write_text("window = 20\n")
+    assert LoopGuardConfig.load(path, environ={}).window == 20
+    assert len(flags) == 1 and flags[0] & os.O_NONBLOCK and flags[0] & os.O_CLOEXEC
+    assert flags[0] & (os.O_WRONLY | os.O_RDWR) == 0
+    assert sizes == [MAX_CONFIG_BYTES + 1]
