@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from otel_loopguard.core.config import LoopGuardConfig, Prices
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.judge import (
     MCP_CLIENT_NESTING,
@@ -21,6 +22,7 @@ from otel_loopguard.core.judge import (
     Step,
     TraceJudge,
     compact_value,
+    join_nested,
     replay_calls,
 )
 from otel_loopguard.core.model import Lease, ToolCall
@@ -273,3 +275,208 @@ def test_an_inner_step_is_judged_at_once_unless_its_parent_is_said_to_be_open() 
     judge = TraceJudge(LoopEngine())
     judge.judge(mcp, parent_open=True)
     assert (judge.steps, judge.pending) == (0, 1)
+
+
+def test_a_live_judge_compacts_a_long_result_and_long_structured_values() -> None:
+    # Either side over the limit is compacted: a 70000-character result with short arguments; a map argument and a
+    # list result whose JSON is over 65536 bytes (a map's len() is its number of keys, not its size).
+    judge = TraceJudge(LoopEngine(), keep_steps=False, step_audit=False)
+    judged: list[Step] = []
+    judge.judge(Step(span_id=1, start_ns=1, end_ns=1, call=ToolCall("t", "{}", result="r" * 70_000,
+                                                                    result_captured=True)), judged=judged)
+    big_map = {"k": "v" * 70_000}
+    big_list = ["w" * 70_000]
+    judge.judge(Step(span_id=2, start_ns=2, end_ns=2, call=ToolCall("t", big_map, result=big_list,
+                                                                    result_captured=True)), judged=judged)
+    calls = [s.call for s in judged if s.call is not None]
+    assert calls[0].arguments == "{}"
+    assert calls[0].result == compact_value("r" * 70_000, 65_536)[0]
+    assert calls[1].arguments == compact_value(big_map, 65_536)[0]
+    assert calls[1].result == compact_value(big_list, 65_536)[0]
+    # '{"k":"' + 70000 v + '"}' = 70008 bytes; '["' + 70000 w + '"]' = 70004 bytes.
+    assert str(calls[1].arguments).startswith("<70008 bytes of JSON, blake2b ")
+    assert str(calls[1].result).startswith("<70004 bytes of JSON, blake2b ")
+
+
+def _live(order: list[tuple[int, int, int]]) -> TraceJudge:
+    judge = TraceJudge(LoopEngine(), keep_steps=False, step_audit=False)
+    for i, (start, end, span_id) in enumerate(order):
+        judge.judge(Step(span_id=span_id, start_ns=start, end_ns=end, call=ToolCall(f"t{i}", {})))
+    return judge
+
+
+def test_a_live_judge_notes_a_step_that_starts_before_the_last_one() -> None:
+    # The processor judges spans as they end. In start order: nothing to note. A step starting before the last one
+    # judged: reordered, and since the live judge keeps no steps to judge again, the report is partial.
+    assert (_live([(0, 5, 1), (1, 6, 2), (2, 7, 3)]).reordered, _live([(0, 5, 1), (1, 6, 2)]).partial) == (
+        False, False)
+    late = _live([(0, 5, 1), (2, 7, 3), (1, 6, 2)])
+    assert (late.reordered, late.partial) == (True, True)
+    # The order is checked against the latest step in order, not against a step judged out of order: after
+    # (2, 7, 3) and the late (1, 6, 2), a step at (1, 8, 4) still starts before (2, 7, 3).
+    assert _live([(0, 5, 1), (2, 7, 3), (3, 8, 4)]).reordered is False
+    # The same span judged twice (no span ids kept to see the duplicate) is not out of order: equal, not before.
+    assert _live([(0, 5, 1), (0, 5, 1)]).reordered is False
+
+
+def test_a_live_judge_judges_calls_without_times_at_the_given_time() -> None:
+    # untimed_at=500 is within the lease (deadline 1000): waiting from the first call, on both paths (the
+    # processor's judge without kept steps, and a judge that keeps them).
+    for keep in (False, True):
+        judge = TraceJudge(LoopEngine(), keep_steps=keep)
+        for span_id in (1, 2, 3):
+            judge.judge(Step(span_id=span_id, start_ns=span_id, end_ns=span_id, call=_lease_call()), untimed_at=500.0)
+        assert [(t.step, t.verdict.kind) for t in judge.transitions] == [(0, "waiting")], keep
+
+
+def test_a_judge_that_keeps_steps_hands_back_the_steps_it_judged() -> None:
+    judge = TraceJudge(LoopEngine())
+    judged: list[Step] = []
+    step = Step(span_id=1, start_ns=1, end_ns=1, call=ToolCall("t", {}))
+    judge.judge(step, judged=judged)
+    assert judged == [step]
+
+
+# --- nesting: the calls of nested tool spans counted once ----------------------------------------------------------
+
+def _tool(span_id: int, start: int, parent: int | None = None, origin: str = "", tool: str = "t") -> Step:
+    return Step(span_id=span_id, parent_span_id=parent, start_ns=start, end_ns=start + 100,
+                call=ToolCall(tool, {"n": span_id}), origin=origin)
+
+
+def test_an_outer_step_without_a_call_never_stands_for_an_mcp_call() -> None:
+    # The MCP rule joins an MCP client span into the tool span around it; a parent that is no tool call (None) is
+    # not that call.
+    inner = _tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT)
+    assert MCP_CLIENT_NESTING.join(Step(span_id=1), inner) is None
+    outer = _tool(1, 0)
+    assert MCP_CLIENT_NESTING.join(outer, inner) is outer
+
+
+def test_an_mcp_span_that_starts_before_its_tool_span_waits_for_it() -> None:
+    # Clock skew: the MCP client span (id 2) starts at 0, its parent tool span (id 1) at 5, another call (id 3) at 9.
+    # The MCP span waits for its parent and is joined into it: two calls, the tool span and the other one.
+    steps = [_tool(2, 0, parent=1, origin=ORIGIN_MCP_CLIENT), _tool(1, 5), _tool(3, 9)]
+    assert [s.span_id for s in join_nested(steps, MCP_CLIENT_NESTING)] == [1, 3]
+
+
+def test_nested_mcp_spans_join_through_their_parent() -> None:
+    # Tool span 1 > MCP span 2 > MCP span 3 (a transport inside a transport): one call. In start order; and with
+    # span 3 starting before span 2 (it waits for 2, which joins 1, and then joins 1 too).
+    in_order = [_tool(1, 0), _tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT), _tool(3, 2, parent=2,
+                                                                                    origin=ORIGIN_MCP_CLIENT)]
+    assert [s.span_id for s in join_nested(in_order, MCP_CLIENT_NESTING)] == [1]
+    skewed = [_tool(1, 0), _tool(3, 1, parent=2, origin=ORIGIN_MCP_CLIENT), _tool(2, 2, parent=1,
+                                                                                  origin=ORIGIN_MCP_CLIENT)]
+    assert [s.span_id for s in join_nested(skewed, MCP_CLIENT_NESTING)] == [1]
+
+
+def test_a_tool_span_under_a_tool_span_is_another_call_in_start_order() -> None:
+    # A plain tool span (no rule names its origin) under another tool span is a call of its own; with clock skew
+    # it starts before its parent, and stays there: start order.
+    steps = [_tool(2, 0, parent=1), _tool(1, 5)]
+    assert [s.span_id for s in join_nested(steps, MCP_CLIENT_NESTING)] == [2, 1]
+
+
+def test_a_joined_step_takes_its_place_by_the_times_the_rule_gives_it() -> None:
+    # A rule that lets the inner step stand for the call (it carries the content): tool 1 starts at 0, its inner
+    # step 2 at 50; tool 3 (unrelated) at 20. The call now starts at 50: order 3, 2.
+    nesting = Nesting(NestingRule("inner", lambda outer, inner: inner))
+    steps = [_tool(1, 0), _tool(3, 20), _tool(2, 50, parent=1, origin="inner")]
+    assert [s.span_id for s in join_nested(steps, nesting)] == [3, 2]
+
+
+def test_inner_spans_whose_parents_never_come_are_calls_in_start_order() -> None:
+    # MCP spans 1 and 2 name each other as parent (broken ids): neither can be placed under the other; both count
+    # as calls, in start order with tool 3 (start 0): 3, 1, 2.
+    steps = [_tool(3, 0), _tool(1, 5, parent=2, origin=ORIGIN_MCP_CLIENT), _tool(2, 6, parent=1,
+                                                                                 origin=ORIGIN_MCP_CLIENT)]
+    assert [s.span_id for s in join_nested(steps, MCP_CLIENT_NESTING)] == [3, 1, 2]
+
+
+def test_live_nesting_an_mcp_span_waits_for_its_open_parent() -> None:
+    # The processor: the MCP client span (parent 1, still open) ends first and waits; an unrelated call ends
+    # meanwhile and is judged; then the parent ends and the two are one call: two calls judged in all.
+    judge = TraceJudge(LoopEngine(), keep_steps=False)
+    judge.judge(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT), parent_open=True)
+    assert (judge.steps, judge.pending) == (0, 1)
+    judge.judge(_tool(9, 200, tool="other"))
+    assert (judge.steps, judge.pending) == (1, 1)
+    judge.judge(_tool(1, 0))
+    assert (judge.steps, judge.pending) == (2, 0)
+
+
+def test_serve_nesting_a_batch_holding_both_is_one_call_in_order() -> None:
+    # A batch with the tool span and its MCP span: joined at once, nothing out of order.
+    judge = TraceJudge(LoopEngine())
+    judge.add(_tool(1, 0))
+    judge.add(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    assert (judge.steps, judge.reordered) == (1, False)
+
+
+def test_serve_nesting_a_late_mcp_span_of_a_judged_call_is_joined_by_the_exact_judgement() -> None:
+    # Batch 1: tool span 1 (judged: one call). Batch 2: its MCP span 2 alone: judged at once as a second call,
+    # provisionally; finish judges the trace again in start order and joins them: one call.
+    judge = TraceJudge(LoopEngine())
+    judge.add(_tool(1, 0))
+    judge.advance()
+    judge.add(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    assert (judge.steps, judge.reordered) == (2, True)
+    judge.finish()
+    assert (judge.steps, judge.reordered, judge.rejudged) == (1, False, 1)
+
+
+def test_serve_nesting_an_mcp_span_before_its_parent_is_joined_by_the_exact_judgement() -> None:
+    # Batch 1: the MCP span 2 alone (its parent 1 not seen yet): judged as a call. Batch 2: the parent, starting
+    # earlier: out of order, and the pair may be one call -> the exact judgement joins them: one call.
+    judge = TraceJudge(LoopEngine())
+    judge.add(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    judge.add(_tool(1, 0))
+    judge.advance()
+    assert (judge.steps, judge.reordered) == (2, True)
+    judge.finish()
+    assert judge.steps == 1
+
+
+@pytest.mark.xfail(strict=True, reason="judge.py: TraceJudge._live_join returns early for a batch with no inner step and "
+                   "nothing held, before it looks at _inner_parents, so a parent whose MCP child was judged alone is "
+                   "not noted when it starts later than the child (clock skew): two calls instead of one")
+def test_serve_nesting_a_parent_arriving_later_in_order_still_asks_for_the_exact_judgement() -> None:
+    # The MCP span 2 (parent 1 unseen) starts at 1 and is judged alone; its parent 1 arrives later with a later
+    # start (10: not out of start order). The parent had a child judged alone: the exact judgement must decide,
+    # so the judge is reordered, and finish joins them (the MCP rule keeps the tool span).
+    judge = TraceJudge(LoopEngine())
+    judge.add(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    judge.add(_tool(1, 10))
+    judge.advance()
+    assert judge.reordered
+    judge.finish()
+    assert judge.steps == 1
+
+
+def test_live_nesting_other_steps_pass_while_a_child_waits() -> None:
+    # A held child for parent 7; an unrelated tool span 9 ends: judged (nothing to join), the child still waits.
+    judge = TraceJudge(LoopEngine())
+    judge.judge(_tool(8, 1, parent=7, origin=ORIGIN_MCP_CLIENT), parent_open=True)
+    judge.judge(_tool(9, 2, tool="other"))
+    assert (judge.steps, judge.pending) == (1, 1)
+
+
+# --- the report ---------------------------------------------------------------------------------------------------
+
+def test_a_report_without_step_audit_is_ok_and_prices_bring_the_cost() -> None:
+    # No step audit computed (the processor): nothing violated, ok. The cost is reported when usage was seen or
+    # prices are configured, even with no usage at all (0 USD).
+    judge = TraceJudge(LoopEngine(), step_audit=False)
+    judge.judge(Step(span_id=1, call=ToolCall("t", {})))
+    report = judge.report("x", None)
+    assert (report.ok, report.violations, report.cost) == (True, (), None)
+    priced = LoopEngine(LoopGuardConfig(prices={"m": Prices(input=1.0, output=2.0)}))
+    judge = TraceJudge(priced, step_audit=False)
+    judge.judge(Step(span_id=1, call=ToolCall("t", {})))
+    cost = judge.report("x", None).cost
+    assert cost is not None and cost.usd == 0.0
