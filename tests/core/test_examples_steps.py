@@ -249,3 +249,17 @@ def test_a_serve_table_is_left_to_the_serve_command(tmp_path: Any) -> None:
     path = tmp_path / "with-serve.toml"
     path.write_text('window = 12\n\n[serve]\nhost = "127.0.0.1"\n')
     assert LoopGuardConfig.load(path, environ={}).window == 12
+
+
+def test_an_invalid_steps_document_names_the_file_and_the_place(tmp_path: Any) -> None:
+    # A steps object with an unknown key: the error names the file, then where in it ("top level"), then what:
+    # "<file>:top level: unknown key(s) bogus" (InputError joins source and location with ":"; a printable key is
+    # shown as it is).
+    from otel_loopguard.core.steps import load_steps
+
+    path = tmp_path / "steps.json"
+    path.write_text('{"steps": [], "bogus": 1}')
+    with pytest.raises(InputError) as info:
+        load_steps(str(path))
+    assert str(info.value) == f"{path}:top level: unknown key(s) bogus"
+    assert info.value.source == str(path)
