@@ -50,6 +50,7 @@ def load_equivalents() -> dict[tuple[str, str], str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--survivors", action="store_true", help="print every surviving non-equivalent mutant")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     args = parser.parse_args(argv)
 
     import os
@@ -86,13 +87,23 @@ def main(argv: list[str] | None = None) -> int:
             counts[module]["survived" if status == "survived" else "no tests"] += 1
             survivors.append((name, diff))
 
+    def score_of(c: Counter[str]) -> str:
+        judged = c["mutants"] - c["equivalent"] - c["not checked"]
+        return f"{100 * c['killed'] / judged:.1f}%" if judged else "-"
+
+    if args.markdown:
+        print("| module | mutants | equivalent | killed | survived | no test | not run | score |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for module in sorted(counts):
+            c = counts[module]
+            print(f"| `{module.removeprefix('otel_loopguard.')}` | {c['mutants']} | {c['equivalent']} | {c['killed']} "
+                  f"| {c['survived']} | {c['no tests']} | {c['not checked']} | {score_of(c)} |")
+        return 0
     print(f"{'module':36} {'mutants':>7} {'equiv.':>6} {'killed':>6} {'surv.':>5} {'no test':>7} {'score':>7}")
     for module in sorted(counts):
         c = counts[module]
-        judged = c["mutants"] - c["equivalent"] - c["not checked"]
-        score = f"{100 * c['killed'] / judged:6.1f}%" if judged else "      -"
         print(f"{module:36} {c['mutants']:7} {c['equivalent']:6} {c['killed']:6} {c['survived']:5} "
-              f"{c['no tests']:7} {score}" + (f"  ({c['not checked']} not checked)" if c["not checked"] else ""))
+              f"{c['no tests']:7} {score_of(c):>7}" + (f"  ({c['not checked']} not checked)" if c["not checked"] else ""))
     stale = set(equivalents) - used
     if stale:
         print(f"\n{len(stale)} listed equivalent mutant(s) not among the survivors: not checked yet, killed, or gone "
