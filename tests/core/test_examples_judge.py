@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard.core.config import LoopGuardConfig, Prices
+from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.judge import (
     MCP_CLIENT_NESTING,
@@ -480,3 +481,161 @@ def test_a_report_without_step_audit_is_ok_and_prices_bring_the_cost() -> None:
     judge.judge(Step(span_id=1, call=ToolCall("t", {})))
     cost = judge.report("x", None).cost
     assert cost is not None and cost.usd == 0.0
+
+
+# --- kept steps: what they hold and what they weigh ------------------------------------------------------------------
+
+def test_kept_steps_weigh_their_overhead_and_their_text() -> None:
+    # A kept step is estimated at 480 bytes (STEP_OVERHEAD_BYTES) plus its argument and result text:
+    # '{"a":1}' (7) + "ok" (2) -> 489; a step without a call (usage) -> 480; nothing kept -> 0.
+    judge = TraceJudge(LoopEngine())
+    assert judge.kept_bytes == 0
+    judge.add(Step(span_id=1, call=ToolCall("t", '{"a":1}', result="ok", result_captured=True)))
+    assert judge.kept_bytes == 489
+    judge.add(Step(span_id=2, model="m"))
+    assert judge.kept_bytes == 969
+    # A long argument is kept as its stand-in: 480 + len(stand-in) + 2.
+    stand_in, size = compact_value("x" * 70_000, 65_536)
+    judge.add(Step(span_id=3, call=ToolCall("t", "x" * 70_000, result="ok", result_captured=True)))
+    assert judge.kept_bytes == 969 + 480 + size + 2
+    assert size == len(stand_in)
+
+
+def test_a_compacted_call_keeps_everything_but_the_long_text() -> None:
+    # Only the oversized side changes; tool, flags, error, progress, times and lease stay as they were.
+    call = ToolCall("t", "a" * 70_000, arguments_captured=True, result="short", result_captured=True,
+                    error="TimeoutError", progress="p1", start=1.0, end=2.0, lease=Lease("ci", 9.0))
+    judged: list[Step] = []
+    TraceJudge(LoopEngine()).judge(Step(span_id=1, start_ns=1, end_ns=2, call=call), judged=judged)
+    got = judged[0].call
+    assert got is not None
+    assert got.arguments == compact_value("a" * 70_000, 65_536)[0]
+    assert (got.tool, got.arguments_captured, got.result, got.result_captured, got.error, got.progress, got.start,
+            got.end, got.lease) == ("t", True, "short", True, "TimeoutError", "p1", 1.0, 2.0, Lease("ci", 9.0))
+    # And only the result, when only the result is long.
+    call = ToolCall("t", "short", result="r" * 70_000, result_captured=True)
+    judged = []
+    TraceJudge(LoopEngine()).judge(Step(span_id=1, call=call), judged=judged)
+    got = judged[0].call
+    assert got is not None
+    assert (got.arguments, got.result) == ("short", compact_value("r" * 70_000, 65_536)[0])
+
+
+def test_a_live_judge_keeps_nothing_and_counts_every_delivery() -> None:
+    # keep_steps=False (the processor): no steps, no span ids, so the same span judged twice is two calls.
+    judge = TraceJudge(LoopEngine(), keep_steps=False)
+    step = Step(span_id=1, start_ns=1, end_ns=1, call=ToolCall("t", {}))
+    judge.judge(step)
+    judge.judge(step)
+    assert (judge.keeps_steps, judge.kept_bytes, judge.steps, judge.duplicates) == (False, 0, 2, 0)
+    assert judge.seen_usage is False
+    # A judge that keeps its steps counts the second delivery as a duplicate.
+    judge = TraceJudge(LoopEngine())
+    judge.judge(step)
+    judge.judge(step)
+    assert (judge.keeps_steps, judge.steps, judge.duplicates) == (True, 1, 1)
+
+
+def test_a_judge_without_event_tracking_tells_the_whole_exact_judgement() -> None:
+    # The default judge does not track events: its exact judgement tells every event again (A@0 B@20 A@10 A@30
+    # A@40 as in _told_then_exact: call 3 stuck (frequency) and nudge, call 4 stop (frequency)).
+    judge = TraceJudge(LoopEngine())
+    for s in (0, 20, 10, 30, 40):
+        judge.judge(_step("B" if s == 20 else "A", s + 10, s))
+    assert _told(judge.finish()) == [(3, ("working", "stuck", "frequency"), ("nudge", "frequency")),
+                                     (4, None, ("stop", "frequency"))]
+    assert judge.retracted == 0
+
+
+# --- waiting for open parents, in numbers ---------------------------------------------------------------------------
+
+def test_an_added_inner_step_waits_only_when_told_its_parent_is_open() -> None:
+    mcp = Step(span_id=8, parent_span_id=7, start_ns=1, end_ns=1, call=ToolCall("t", {}), origin=ORIGIN_MCP_CLIENT)
+    judge = TraceJudge(LoopEngine())
+    judge.add(mcp)  # parent_open defaults to False: judged by the next advance
+    judge.advance()
+    assert (judge.steps, judge.pending) == (1, 0)
+    # A plain tool step never waits, even when its parent is open: no rule can join it.
+    judge = TraceJudge(LoopEngine())
+    judge.judge(Step(span_id=9, parent_span_id=7, call=ToolCall("t", {})), parent_open=True)
+    assert (judge.steps, judge.pending) == (1, 0)
+
+
+def test_at_most_256_inner_steps_wait_for_open_parents() -> None:
+    # MAX_HELD = 256: the 257th MCP step whose parent is open is judged at once instead of waiting.
+    judge = TraceJudge(LoopEngine())
+    for i in range(257):
+        judge.judge(Step(span_id=1000 + i, parent_span_id=i + 1, start_ns=i, end_ns=i, call=ToolCall("t", {"i": i}),
+                         origin=ORIGIN_MCP_CLIENT), parent_open=True)
+    assert (judge.pending, judge.steps) == (256, 1)
+
+
+def test_a_batch_is_judged_in_start_order() -> None:
+    # Two steps added in reverse start order and advanced together: sorted first, so nothing is out of order.
+    judge = TraceJudge(LoopEngine())
+    judge.add(_step("B", 2, 5))
+    judge.add(_step("A", 1, 0))
+    judged: list[Step] = []
+    judge.advance(judged=judged)
+    assert ([s.span_id for s in judged], judge.reordered) == ([1, 2], False)
+
+
+def test_the_same_span_twice_on_the_general_path_is_not_out_of_order() -> None:
+    # Without span ids an MCP step (no parent) takes the general path; delivered twice, its second judgement has
+    # the same (start, end, id) as the last: not before it.
+    judge = TraceJudge(LoopEngine(), keep_steps=False)
+    mcp = Step(span_id=5, start_ns=3, end_ns=4, call=ToolCall("t", {}), origin=ORIGIN_MCP_CLIENT)
+    judge.judge(mcp)
+    judge.judge(mcp)
+    assert (judge.steps, judge.reordered) == (2, False)
+
+
+# --- events kept and told ----------------------------------------------------------------------------------------
+
+def test_the_report_keeps_the_first_thousand_transitions_and_interventions() -> None:
+    # One call repeated with its result changing every third call (r0 r0 r0 r1 r1 r1 ...): each block of three is a
+    # stuck episode (working, working, stuck): per block a transition into stuck and (from the second block) one
+    # back to working, and a nudge per episode when nudges never run out and stops never come. 3300 calls = 1100
+    # blocks: 1 + 2 * 1099 = 2199 transitions and 1100 nudges; the judge keeps the first 1000 of each.
+    config = LoopGuardConfig(max_nudges=5000, stop_after=1_000_000, max_steps=1_000_000)
+    calls = [ToolCall("poll", {"job": 7}, result=f"r{i // 3}", result_captured=True, start=float(i), end=float(i))
+             for i in range(3300)]
+    judge = replay_calls(LoopEngine(config), calls, None)
+    assert judge.state.transition_count == 2199
+    assert (len(judge.transitions), len(judge.interventions)) == (1000, 1000)
+    assert (judge.transitions[0].step, judge.interventions[0].step) == (2, 2)
+    # The thousandth transition: numbered from 0 (into stuck at call 2), block b >= 1 gives number 2b-1 (back to
+    # working at call 3b) and 2b (into stuck at call 3b+2); number 999 = 2b-1 is block 500's return to working, at
+    # call 1500.
+    assert (judge.transitions[-1].step, judge.transitions[-1].verdict.kind) == (1500, "working")
+    # The thousandth nudge: block 999's, at call 2999.
+    assert judge.interventions[-1].step == 2999
+
+
+def test_an_event_names_the_step_that_caused_it() -> None:
+    judge = TraceJudge(LoopEngine())
+    steps = [_step("A", i + 1, i) for i in range(3)]
+    out = [j for s in steps for j in judge.judge(s)]
+    assert [(j.observation.index, j.step, j.steps, j.provisional) for j in out] == [(2, steps[2], 3, False)]
+
+
+# --- calls with one time -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("times", [{"start": 0.0}, {"end": 0.0}, {"start": 0.0, "end": 0.0}])
+def test_a_call_with_a_time_is_judged_at_its_own_time(times: dict[str, float]) -> None:
+    # The observation time given (5000, past the lease deadline 1000) is for calls without times only; a call
+    # with a start or an end is judged at that time (0: within the lease): waiting from the first call.
+    judge = TraceJudge(LoopEngine())
+    for span_id in (1, 2, 3):
+        call = ToolCall("check_approval", {"id": 1}, result="pending", result_captured=True,
+                        lease=Lease("alice", 1000.0), **times)
+        judge.judge(Step(span_id=span_id, start_ns=span_id, end_ns=span_id, call=call), untimed_at=5000.0)
+    assert [(t.step, t.verdict.kind) for t in judge.transitions] == [(0, "waiting")]
+
+
+def test_the_cost_in_the_audit_output_is_rounded_to_a_millionth() -> None:
+    # 1 input token at $1.25 per million = $0.00000125 -> 0.000001 when rounded to 6 decimals (not 0.0000013).
+    engine = LoopEngine(LoopGuardConfig(prices={"m": Prices(input=1.25, output=0.0)}))
+    judge = TraceJudge(engine)
+    judge.judge(Step(span_id=1, model="m", usage=Usage(input_tokens=1)))
+    assert judge.report("x", None).as_dict()["cost_usd"] == 0.000001
