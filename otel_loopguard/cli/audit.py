@@ -6,7 +6,6 @@ import argparse
 import json
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import IO, Any
@@ -24,6 +23,7 @@ from .options import (
     EXIT_FOUND,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    StatusLine,
     detector_options,
     input_options,
     load_config,
@@ -101,29 +101,17 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_ERROR if failed else status
 
 
-class _Progress:
-    """A one-line count of audited traces on a terminal, redrawn at most five times a second."""
+class _Progress(StatusLine):
+    """A one-line count of audited traces on a terminal."""
 
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
         self._traces = 0
-        self._drawn = 0.0
-        self._shown = False
 
     def tick(self, source: str) -> None:
         self._traces += 1
-        now = time.monotonic()
-        if now - self._drawn >= 0.2:
-            self._drawn = now
-            self._stream.write(f"\r\x1b[Kaudited {self._traces} trace(s); reading {source}")
-            self._stream.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._shown = False
+        if self.due():
+            self.draw(f"audited {self._traces} trace(s); reading {source}")
 
 
 class AuditOptions:

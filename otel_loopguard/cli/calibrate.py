@@ -36,7 +36,7 @@ from ..core.config import LoopGuardConfig
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, write_error
+from .options import EXIT_ERROR, EXIT_OK, StatusLine, write_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -392,27 +392,12 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
 # -- the command -----------------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """A one-line count of swept settings on a terminal, redrawn at most five times a second."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._drawn = 0.0
-        self._shown = False
+class _Progress(StatusLine):
+    """A one-line count of swept settings on a terminal."""
 
     def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._drawn >= 0.2 or done == total:
-            self._drawn = now
-            self._stream.write(f"\r\x1b[Kswept {done} of {total} settings")
-            self._stream.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._shown = False
+        if self.due(force=done == total):
+            self.draw(f"swept {done} of {total} settings")
 
 
 def _default_jobs() -> int:

@@ -1,9 +1,11 @@
-"""What every command shares: exit statuses, detector options, loading the configuration, error lines, colours."""
+"""What every command shares: exit statuses, detector options, loading the configuration, error lines, colours,
+a progress line."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from typing import IO
 
@@ -87,3 +89,33 @@ def painter(color: bool) -> Callable[[str], str]:
     if not color:
         return lambda text: text
     return lambda text: f"\x1b[{COLORS.get(text, '0')}m{text}\x1b[0m"
+
+
+class StatusLine:
+    """One line of progress on a terminal, redrawn at most five times a second and erased by :meth:`clear`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._drawn = 0.0
+        self._shown = False
+
+    def due(self, force: bool = False) -> bool:
+        """Whether to draw now (a fifth of a second since the last drawing, or ``force``); if so, counts as drawn."""
+        now = time.monotonic()
+        if force or now - self._drawn >= 0.2:
+            self._drawn = now
+            return True
+        return False
+
+    def draw(self, text: str) -> None:
+        """Replace the line with ``text``."""
+        self._stream.write(f"\r\x1b[K{text}")
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        """Erase the line, if one is shown."""
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False
