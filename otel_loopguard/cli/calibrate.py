@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
@@ -36,7 +36,7 @@ from ..core.config import LoopGuardConfig
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, StatusLine, write_error
+from .options import EXIT_ERROR, EXIT_OK, StatusLine, expand_paths, write_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -201,18 +201,6 @@ def read_manifest(path: str, rules: LabelRules) -> dict[str, str]:
 # -- reading ---------------------------------------------------------------------------------------------------
 
 
-def _expand(paths: Iterable[str]) -> Iterator[str]:
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith("."):
-                        yield os.path.join(root, name)
-        else:
-            yield path
-
-
 class _Held:
     """One trace while the input is read."""
 
@@ -285,7 +273,7 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
     steps_files: dict[str, tuple[list[Step], float | None, int | None, str | None]] = {}
     order: list[int | str] = []
     for top, dir_label in labelled_paths:
-        for path in _expand([top]):
+        for path in expand_paths([top]):
             try:
                 if _sniff_steps(path):
                     doc = load_steps(path)

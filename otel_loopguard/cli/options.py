@@ -1,16 +1,18 @@
-"""What every command shares: exit statuses, detector options, loading the configuration, error lines, colours,
-a progress line."""
+"""What every command shares: exit statuses, detector options, loading the configuration, input paths, error
+lines, colours, a progress line."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 from ..core.config import LoopGuardConfig
 from ..errors import InputError
+from ..otlp.read import STDIN
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -61,6 +63,22 @@ def load_config(args: argparse.Namespace) -> LoopGuardConfig:
     names = [flag.replace("-", "_") for flag, _, _ in _DETECTOR_FLAGS] + ["max_cost_usd"]
     overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     return LoopGuardConfig.load(getattr(args, "config", None), **overrides)
+
+
+def expand_paths(paths: Iterable[str]) -> Iterator[str]:
+    """Each path, a directory replaced by its files (sorted, recursively; hidden files and directories skipped).
+
+    ``-`` (standard input) stays itself even when a directory of that name exists.
+    """
+    for path in paths:
+        if path != STDIN and os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield os.path.join(root, name)
+        else:
+            yield path
 
 
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:
