@@ -23,13 +23,13 @@ from .options import (
     EXIT_FOUND,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    ErrorLine,
     StatusLine,
     detector_options,
     input_options,
     load_config,
     painter,
     printable,
-    write_error,
 )
 
 _EXAMPLES = """examples:
@@ -61,14 +61,8 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard audit``; returns the exit status."""
     config = load_config(args)
-    failed = False
     status = EXIT_OK
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
-
+    on_error = ErrorLine()
     options = AuditOptions(at=args.at, on_error=on_error, max_buffer_bytes=args.max_buffer_mb << 20,
                            max_input_bytes=args.max_input_bytes or None)
     color = sys.stdout.isatty() and not args.json
@@ -98,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if progress:
         progress.clear()
-    return EXIT_ERROR if failed else status
+    return EXIT_ERROR if on_error.failed else status
 
 
 class _Progress(StatusLine):

@@ -36,7 +36,7 @@ from ..core.config import LoopGuardConfig
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, StatusLine, expand_paths, write_error
+from .options import EXIT_ERROR, EXIT_OK, ErrorLine, StatusLine, expand_paths
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -438,13 +438,7 @@ def run(args: argparse.Namespace) -> int:
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
-    failed = False
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
-
+    on_error = ErrorLine()
     inputs: list[tuple[str, str | None]] = [(p, INCIDENT) for p in args.incidents]
     inputs += [(p, HEALTHY) for p in args.healthy]
     inputs += [(p, None) for p in args.paths]
@@ -501,7 +495,7 @@ def run(args: argparse.Namespace) -> int:
         if plot_to:
             out.write(f"drew the picture in {plot_to}\n")
     out.flush()
-    return EXIT_ERROR if failed else EXIT_OK
+    return EXIT_ERROR if on_error.failed else EXIT_OK
 
 
 def _file_header(result: Calibration, config_path: str | None) -> list[str]:

@@ -87,6 +87,18 @@ def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
 
 
+class ErrorLine:
+    """An ``on_error`` callback: writes each input error as one line (:func:`write_error`) and remembers that one
+    was met (``failed``), so that the command can exit with :data:`EXIT_ERROR` after reading everything else."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def __call__(self, exc: InputError) -> None:
+        self.failed = True
+        write_error(exc)
+
+
 # Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
 # messages, arguments in the step audit, attribute values) or file names can neither break a line nor drive the
 # terminal.

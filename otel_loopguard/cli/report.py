@@ -26,12 +26,12 @@ from .options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    ErrorLine,
     detector_options,
     expand_paths,
     input_options,
     load_config,
     printable,
-    write_error,
 )
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
@@ -246,12 +246,7 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     interrupted)."""
     out = out if out is not None else sys.stdout
     builder = ReportBuilder(attribute, priced=bool(config.prices))
-    failed = False
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
+    on_error = ErrorLine()
 
     # One collector for every file: a trace spread over several files is one trace (see TraceCollector).
     collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at,
@@ -281,4 +276,4 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     else:
         out.write("no traces found\n")
     out.flush()
-    return EXIT_ERROR if failed else EXIT_OK
+    return EXIT_ERROR if on_error.failed else EXIT_OK
