@@ -32,16 +32,11 @@ from ..core.calibrate import (
     parse_axis_text,
     read_calibrate_table,
 )
-from ..core.config import LoopGuardConfig
+from ..core.config import LoopGuardConfig, read_config_toml
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
 from .options import EXIT_ERROR, EXIT_OK, ErrorLine, StatusLine, expand_paths
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 __all__ = ["LabelRules", "read_manifest", "read_traces", "register", "run"]
 
@@ -401,15 +396,7 @@ def _config_path(args: argparse.Namespace) -> str | None:
 
 
 def _base_data(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return {} if path is None else read_config_toml(path)
 
 
 def run(args: argparse.Namespace) -> int:
