@@ -547,25 +547,21 @@ def format_table(result: Calibration, out: IO[str], top: int) -> None:
     extra = result.trade_off
     headers = ["rank", *(_short(a) for a in axes), "caught", "delay to stuck", "stopped", "delay to stop",
                "false stuck", "false stops"]
-    table = []
-    for r in rows:
+
+    def row(r: SettingResult) -> list[str]:
         values = r.setting.as_dict()
         mark = "*" if r is result.recommendation else ("+" if r is extra else "")
-        table.append([
+        return [
             f"{r.rank}{mark}", *(_text(values[a]) for a in axes),
             _count_cell(len(r.caught), r.incidents), _delay_cell(r, False, result.priced),
             _count_cell(len(r.stopped), r.incidents), _delay_cell(r, True, result.priced),
             _count_cell(len(r.false_stuck), r.healthy), _count_cell(len(r.false_stops), r.healthy),
-        ])
+        ]
+
+    table = [row(r) for r in rows]
     if extra is not None and extra not in rows:
         table.append(["..."] + [""] * (len(headers) - 1))
-        values = extra.setting.as_dict()
-        table.append([
-            f"{extra.rank}+", *(_text(values[a]) for a in axes),
-            _count_cell(len(extra.caught), extra.incidents), _delay_cell(extra, False, result.priced),
-            _count_cell(len(extra.stopped), extra.incidents), _delay_cell(extra, True, result.priced),
-            _count_cell(len(extra.false_stuck), extra.healthy), _count_cell(len(extra.false_stops), extra.healthy),
-        ])
+        table.append(row(extra))
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
     for line in [headers, *table]:
         out.write("  ".join(c.rjust(w) for c, w in zip(line, widths)).rstrip() + "\n")
