@@ -70,8 +70,9 @@ def test_text_with_lone_surrogates_gets_a_stand_in_too() -> None:
 
 
 def test_a_nudge_is_cut_before_measuring_and_only_the_first_marker_counts() -> None:
-    # "hello" + nudge: the engine cuts at the first marker, so the kept value is "hello" (5 <= 5, inclusive).
-    assert compact_value("hello" + NUDGE_MARKER + "You have made the same call", 5) == ("hello", 5)
+    # "he lo" + nudge: the engine cuts at the first marker (not at the first space), so the kept value is "he lo"
+    # (5 <= 5, inclusive).
+    assert compact_value("he lo" + NUDGE_MARKER + "You have made the same call", 5) == ("he lo", 5)
     # Two markers: cut at the first ("ab"), not the last ("ab" + marker + "cd", too long: a stand-in).
     assert compact_value("ab" + NUDGE_MARKER + "cd" + NUDGE_MARKER + "ef", 5) == ("ab", 2)
     # Still too long after the cut: the stand-in describes the cut text (8 characters), not the whole.
@@ -389,10 +390,10 @@ def test_a_joined_step_takes_its_place_by_the_times_the_rule_gives_it() -> None:
 
 def test_inner_spans_whose_parents_never_come_are_calls_in_start_order() -> None:
     # MCP spans 1 and 2 name each other as parent (broken ids): neither can be placed under the other; both count
-    # as calls, in start order with tool 3 (start 0): 3, 1, 2.
-    steps = [_tool(3, 0), _tool(1, 5, parent=2, origin=ORIGIN_MCP_CLIENT), _tool(2, 6, parent=1,
-                                                                                 origin=ORIGIN_MCP_CLIENT)]
-    assert [s.span_id for s in join_nested(steps, MCP_CLIENT_NESTING)] == [3, 1, 2]
+    # as calls, in start order with tool 3 (start 10, after them): 1, 2, 3.
+    steps = [_tool(1, 5, parent=2, origin=ORIGIN_MCP_CLIENT), _tool(2, 6, parent=1, origin=ORIGIN_MCP_CLIENT),
+             _tool(3, 10)]
+    assert [s.span_id for s in join_nested(steps, MCP_CLIENT_NESTING)] == [1, 2, 3]
 
 
 def test_live_nesting_an_mcp_span_waits_for_its_open_parent() -> None:
@@ -639,3 +640,102 @@ def test_the_cost_in_the_audit_output_is_rounded_to_a_millionth() -> None:
     judge = TraceJudge(engine)
     judge.judge(Step(span_id=1, model="m", usage=Usage(input_tokens=1)))
     assert judge.report("x", None).as_dict()["cost_usd"] == 0.000001
+
+
+def test_kept_bytes_of_empty_calls_and_structured_values() -> None:
+    # No arguments and no result: the overhead alone (480). A map argument and a list result are measured by their
+    # JSON: {"a":1} is 7 bytes, [1,2] is 5: 480 + 7 + 5 = 492 (not their numbers of items).
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, call=ToolCall("t")))
+    assert judge.kept_bytes == 480
+    judge.add(Step(span_id=2, call=ToolCall("t", {"a": 1}, result=[1, 2], result_captured=True)))
+    assert judge.kept_bytes == 480 + 492
+
+
+def test_a_compacted_result_keeps_arguments_not_recorded() -> None:
+    # Arguments not recorded (arguments_captured False) stay so when only the result is replaced by its stand-in.
+    judged: list[Step] = []
+    call = ToolCall("t", None, arguments_captured=False, result="r" * 70_000, result_captured=True)
+    TraceJudge(LoopEngine()).judge(Step(span_id=1, call=call), judged=judged)
+    got = judged[0].call
+    assert got is not None and (got.arguments, got.arguments_captured) == (None, False)
+
+
+@pytest.mark.parametrize("side", ["arguments", "result"])
+def test_a_live_judge_compacts_one_large_structured_side(side: str) -> None:
+    # A map argument (or list result) whose JSON is over 65536 bytes, the other side empty: compacted.
+    big: Any = {"k": "v" * 70_000} if side == "arguments" else ["w" * 70_000]
+    call = ToolCall("t", big) if side == "arguments" else ToolCall("t", None, result=big, result_captured=True)
+    judged: list[Step] = []
+    TraceJudge(LoopEngine(), keep_steps=False).judge(Step(span_id=1, call=call), judged=judged)
+    got = judged[0].call
+    assert got is not None
+    assert getattr(got, side) == compact_value(big, 65_536)[0]
+
+
+def test_span_ids_are_remembered_up_to_65536() -> None:
+    # MAX_SPAN_IDS = 65536: spans 0..65535 are remembered (a second delivery is a duplicate); span 65536, the
+    # 65537th, is not, so its second delivery counts again.
+    judge = TraceJudge(LoopEngine())
+    for span_id in range(65_537):
+        judge.add(Step(span_id=span_id, model="m"))
+    assert judge.add(Step(span_id=65_535, model="m")) is False
+    assert judge.add(Step(span_id=65_536, model="m")) is True
+    assert judge.duplicates == 1
+
+
+def test_finish_judges_waiting_children_and_leaves_nothing_pending() -> None:
+    # Two MCP steps wait for open parents that never end; finish judges them on their own: two calls, none pending.
+    judge = TraceJudge(LoopEngine())
+    for i in (1, 2):
+        judge.judge(Step(span_id=10 + i, parent_span_id=i, start_ns=i, end_ns=i, call=ToolCall("t", {"i": i}),
+                         origin=ORIGIN_MCP_CLIENT), parent_open=True)
+    assert judge.pending == 2
+    judge.finish()
+    assert (judge.steps, judge.pending) == (2, 0)
+    # It can wait for parents again afterwards.
+    judge.judge(Step(span_id=20, parent_span_id=3, start_ns=9, end_ns=9, call=ToolCall("t", {}),
+                     origin=ORIGIN_MCP_CLIENT), parent_open=True)
+    assert judge.pending == 1
+
+
+def test_a_whole_trace_added_then_finished_judges_untimed_calls_at_the_observation_time() -> None:
+    # audit: every step added, none advanced; finish(500) judges them, calls without times at t=500 (lease ahead).
+    judge = TraceJudge(LoopEngine())
+    for span_id in (1, 2, 3):
+        judge.add(Step(span_id=span_id, start_ns=span_id, end_ns=span_id, call=_lease_call()))
+    judge.finish(500.0)
+    assert [(t.step, t.verdict.kind) for t in judge.transitions] == [(0, "waiting")]
+
+
+def test_a_parent_seen_after_its_child_in_a_batch_with_another_inner_step_asks_for_the_exact_judgement() -> None:
+    # MCP span 2 (parent 1 unseen) is judged alone; then a batch holds its parent 1 (starting later: clock skew) and
+    # another MCP span whose parent is unknown: the parent had a child judged alone, so the exact judgement must
+    # decide: reordered.
+    judge = TraceJudge(LoopEngine())
+    judge.judge(_tool(2, 1, parent=1, origin=ORIGIN_MCP_CLIENT))
+    judge.add(_tool(1, 10))
+    judge.add(_tool(3, 11, parent=99, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    assert judge.reordered
+
+
+def test_at_most_256_parents_of_inner_steps_judged_alone_are_remembered() -> None:
+    # MAX_HELD = 256 parents are remembered; the 257th MCP span's parent (id 257) is not, so when it comes (in a
+    # batch with another inner step, in start order) nothing is out of order.
+    judge = TraceJudge(LoopEngine())
+    for i in range(1, 258):
+        judge.judge(_tool(1000 + i, i, parent=i, origin=ORIGIN_MCP_CLIENT))
+    judge.add(_tool(257, 2000))
+    judge.add(_tool(5000, 2001, parent=9999, origin=ORIGIN_MCP_CLIENT))
+    judge.advance()
+    assert judge.reordered is False
+
+
+def test_a_usage_step_without_token_counts_is_usage_all_the_same() -> None:
+    # A model span without usage attributes: judged as usage (zero tokens), the report then carries a cost (0 USD).
+    judge = TraceJudge(LoopEngine())
+    judge.judge(Step(span_id=1, model="m"))
+    assert judge.seen_usage is True
+    cost = judge.report("x", None).cost
+    assert cost is not None and cost.usd == 0.0
