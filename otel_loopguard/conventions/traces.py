@@ -11,8 +11,8 @@ from ..core.engine import LoopEngine
 from ..core.judge import Replay, TraceReport
 from ..core.model import STUCK, ToolCall
 from ..core.step_audit import audit_calls
-from .extract import ROLE_LLM, ROLE_TOOL, Extractor, llm_usage, span_role
-from .names import GEN_AI_OPERATION_NAME, MCP_METHOD_NAME, OP_EXECUTE_TOOL
+from .extract import ROLE_LLM, ROLE_TOOL, Extractor, llm_usage
+from .names import MCP_METHOD_NAME
 from .span import SpanRecord
 
 _END_NS = attrgetter("end_ns")
@@ -29,7 +29,7 @@ class TraceEvaluator:
 
     def __init__(self, engine: LoopEngine, group_by: Iterable[str] = ()) -> None:
         self.engine = engine
-        self.extractor = Extractor()
+        self.extractor = Extractor.from_config(engine.config)
         self.group_by = tuple(group_by)
 
     def evaluate(self, spans: list[SpanRecord], source: str, observed_at: float | None = None) -> TraceReport:
@@ -43,11 +43,12 @@ class TraceEvaluator:
         # Only tool and model spans are replayed, so only they are sorted; a stable sort of a subsequence keeps
         # the order the sort of every span would give them. The index breaks ties as the stable sort did.
         marked = []
+        may_matter = self.extractor.may_matter
+        span_role = self.extractor.span_role
         for index, span in enumerate(spans):
             attrs = span.attributes
-            if attrs:
-                # Most spans of an agent's trace are tool calls: told apart without the call to span_role.
-                role = ROLE_TOOL if attrs.get(GEN_AI_OPERATION_NAME) == OP_EXECUTE_TOOL else span_role(attrs)
+            if may_matter(attrs, span.name):
+                role = span_role(attrs, span.name)
                 if role in (ROLE_TOOL, ROLE_LLM):
                     marked.append((span.start_ns, span.end_ns, index, role, span))
         marked.sort()

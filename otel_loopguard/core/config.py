@@ -47,6 +47,59 @@ DEFAULT_RETRYABLE_ERRORS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class RedactedValue:
+    """A placeholder that means "not recorded" wherever it stands for a tool call's arguments or result.
+
+    Args:
+        value: the placeholder text.
+        attributes: only in these attributes (empty = in any); ADK's ``{}`` is a placeholder only in its own
+            content attributes, elsewhere ``{}`` is a call without arguments.
+    """
+
+    value: str
+    attributes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str):
+            raise ConfigError(f"redacted_values: a placeholder must be a string, got {self.value!r}")
+        if isinstance(self.attributes, str) or not all(isinstance(a, str) for a in self.attributes):
+            raise ConfigError(f"redacted_values: attributes must be a list of strings, got {self.attributes!r}")
+        object.__setattr__(self, "attributes", tuple(self.attributes))
+
+
+#: Placeholders instrumentations write instead of content they do not record: OpenInference's ``hide_inputs``,
+#: strands' and Mastra's redaction, ADK's legacy schema with content capture off.
+DEFAULT_REDACTED_VALUES: tuple[RedactedValue, ...] = (
+    RedactedValue("__REDACTED__"),
+    RedactedValue("[REDACTED]"),
+    RedactedValue("{}", ("gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response")),
+)
+
+
+def _redacted_values(value: Any) -> tuple[RedactedValue, ...]:
+    if isinstance(value, (str, Mapping)) or not isinstance(value, (list, tuple, frozenset, set)):
+        raise ConfigError(f"redacted_values must be a list of strings or {{value, attributes}} tables, got {value!r}")
+    out = []
+    for item in value:
+        if isinstance(item, RedactedValue):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(RedactedValue(item))
+        elif isinstance(item, Mapping):
+            _check_keys("redacted_values entry", item, ("value", "attributes"))
+            if "value" not in item:
+                raise ConfigError(f"redacted_values: an entry needs a value, got {dict(item)!r}")
+            attributes = item.get("attributes", ())
+            if isinstance(attributes, str) or not isinstance(attributes, (list, tuple)):
+                raise ConfigError(f"redacted_values: attributes must be a list of strings, got {attributes!r}")
+            out.append(RedactedValue(item["value"], tuple(attributes)))
+        else:
+            raise ConfigError(f"redacted_values: an entry must be a string or a {{value, attributes}} table, "
+                              f"got {item!r}")
+    return tuple(out)
+
+
 def normalize_key(key: str) -> str:
     """Fold an argument name for volatile-key matching (case, ``_`` and ``-`` ignored)."""
     return key.lower().replace("_", "").replace("-", "")
@@ -217,6 +270,11 @@ class LoopGuardConfig:
         max_tool_names: distinct tool names used as metric attributes before the rest become ``_OTHER``.
         max_argument_bytes: arguments or results longer than this are fingerprinted without parsing.
         per_conversation: track state per ``gen_ai.conversation.id`` instead of per trace when present.
+        redacted_values: placeholders that mean "not recorded" in a call's arguments or result (strings, or
+            :class:`RedactedValue` limited to some attributes); an argument object whose values are all
+            placeholders is not recorded either.
+        conventions: user-defined tool-span conventions, ``[conventions.NAME]`` tables as plain values; the
+            conventions layer validates them (``otel_loopguard.conventions.user``).
 
     Raises:
         ConfigError: a value is out of range or of the wrong type; the message names the setting.
@@ -244,6 +302,8 @@ class LoopGuardConfig:
     max_tool_names: int = 100
     max_argument_bytes: int = 65_536
     per_conversation: bool = False
+    redacted_values: tuple[RedactedValue, ...] = DEFAULT_REDACTED_VALUES
+    conventions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in _INT_SETTINGS:
@@ -283,6 +343,12 @@ class LoopGuardConfig:
         if unknown:
             raise ConfigError(f"versions accepts prompt, tools, model, harness; got {sorted(unknown)}")
         object.__setattr__(self, "versions", MappingProxyType({k: str(v) for k, v in self.versions.items()}))
+        object.__setattr__(self, "redacted_values", _redacted_values(self.redacted_values))
+        if not isinstance(self.conventions, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, Mapping) for k, v in self.conventions.items()
+        ):
+            raise ConfigError(f"conventions must be [conventions.NAME] tables, got {self.conventions!r}")
+        object.__setattr__(self, "conventions", MappingProxyType(dict(self.conventions)))
 
     @property
     def digest_key(self) -> bytes:
@@ -347,12 +413,13 @@ _PROCESS_KEY = secrets.token_bytes(32)
 _ENV_FLOATS = {"max_cost_usd", "trace_ttl_seconds"}
 _ENV_STRINGS = {"signature_key"}
 _ENV_BOOLS = {"per_conversation"}
+_ENV_LISTS = {"volatile_keys", "redacted_values"}
 _ENV_VERSIONS = {"prompt", "tools", "model", "harness"}
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name in (*_INT_SETTINGS, *_ENV_FLOATS, *_ENV_STRINGS, *_ENV_BOOLS, "volatile_keys"):
+    for name in (*_INT_SETTINGS, *_ENV_FLOATS, *_ENV_STRINGS, *_ENV_BOOLS, *_ENV_LISTS):
         raw = environ.get("LOOPGUARD_" + name.upper())
         if raw is None or raw.strip() == "":
             continue
@@ -370,6 +437,10 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
                 extend = raw.startswith("+")
                 keys = {k.strip() for k in raw.lstrip("+").split(",") if k.strip()}
                 value = DEFAULT_VOLATILE_KEYS | keys if extend else frozenset(keys)
+            elif name == "redacted_values":
+                extend = raw.startswith("+")
+                placeholders = tuple(RedactedValue(k.strip()) for k in raw.lstrip("+").split(",") if k.strip())
+                value = DEFAULT_REDACTED_VALUES + placeholders if extend else placeholders
             else:
                 value = raw
         except (ValueError, ConfigError) as exc:
@@ -400,6 +471,7 @@ _TOP_KEYS = {
     "window", "max_period", "min_repetitions", "frequency_limit", "repeat_limit", "max_steps", "max_cost_usd",
     "hysteresis", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease", "prices", "tools",
     "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes", "per_conversation",
+    "redacted_values", "conventions",
 }
 
 
@@ -460,6 +532,8 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
                 except ConfigError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
             values["tools"] = tools
+        if "conventions" in values and not isinstance(values["conventions"], Mapping):
+            raise ConfigError(f"conventions must be [conventions.NAME] tables, got {values['conventions']!r}")
         if "volatile_keys" in values and not isinstance(values["volatile_keys"], list):
             raise ConfigError(f"volatile_keys must be a list of strings, got {values['volatile_keys']!r}")
         if "volatile_keys" in values:
