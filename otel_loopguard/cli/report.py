@@ -69,8 +69,8 @@ NO_GROUP = "(none)"
 class _CountingExtractor(Extractor):
     """The standard extractor, also counting the failed calls it reads (the report's error rate needs them)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.failed = 0
 
     def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:
@@ -207,7 +207,7 @@ def group_reports(
 ) -> int:
     """Judge every trace of ``spans`` and add it to ``builder``; returns the number of traces."""
     evaluator = TraceEvaluator(LoopEngine(config), group_by=[attribute])
-    counter = _CountingExtractor()
+    counter = _CountingExtractor.from_config(config)
     evaluator.extractor = counter
     count = 0
 

@@ -20,16 +20,13 @@ from opentelemetry.trace import StatusCode
 
 from ..conventions import names as n
 from ..conventions.extract import (
-    MARKER_KEYS,
     ROLE_AGENT,
     ROLE_LLM,
     ROLE_TOOL,
     Extractor,
-    agent_name,
     conversation_id,
     is_mcp_client,
     llm_usage,
-    span_role,
 )
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine, TraceState
@@ -58,6 +55,12 @@ def _remember(table: dict[int, Any], key: int, value: Any, limit: int) -> None:
             pass  # another thread changed the table meanwhile; the next insert trims again
 
 
+def _events(span: ReadableSpan) -> Any:
+    """A span's events as (name, attributes), read only when the convention needs them (``span.events`` copies)."""
+    for e in span.events:
+        yield e.name, e.attributes or _EMPTY
+
+
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
     processor = ref()
     if processor is not None:
@@ -65,6 +68,7 @@ def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
 
 
 _EMPTY: dict[str, Any] = {}
+_TOOL_SPAN_PREFIX = n.EXECUTE_TOOL_SPAN_PREFIX
 
 
 def _plain(attrs: Any) -> dict[str, Any]:
@@ -193,7 +197,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             raise ConfigError(f"max_queue must be a positive integer, got {max_queue!r}")
         self.config = config if config is not None else LoopGuardConfig.load()
         self._engine = LoopEngine(self.config)
-        self._extractor = Extractor(self.config.max_argument_bytes)
+        self._extractor = Extractor.from_config(self.config)
+        self._markers = self._extractor.marker_keys
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
@@ -238,7 +243,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             attrs = span.attributes
             if attrs:
                 attrs = _plain(attrs)
-                if not MARKER_KEYS.isdisjoint(attrs):
+                if not self._markers.isdisjoint(attrs):
                     # The worker works out the role; the trace is marked as GenAI when the span ends.
                     self._submit((_STARTED, span, None, attrs, False))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
@@ -249,8 +254,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._is_shutdown:
             return
         try:
-            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            if not MARKER_KEYS.isdisjoint(span.attributes or ()):
+            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them
+            # (a GenAI tool span name without attributes is one too: ADK for JS when the tool raised).
+            if not self._markers.isdisjoint(span.attributes or ()) or span.name.startswith(_TOOL_SPAN_PREFIX):
                 trace_id = span.context.trace_id
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
@@ -281,7 +287,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
                 attrs = _plain(span.attributes)
-                role = span_role(attrs)
+                role = self._extractor.span_role(attrs, span.name)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
                 elif role == ROLE_LLM:
@@ -294,7 +300,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._fail("on_end" if kind is _ENDED else "on_start", exc)
 
     def _started(self, span: Span, role: str | None, attrs: Any, is_root: bool) -> None:
-        role = span_role(attrs)
+        role = self._extractor.span_role(attrs, span.name)
         if role is None:
             return
         ctx = span.get_span_context()
@@ -302,7 +308,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             entry = self._open.get(ctx.trace_id, create=True)
             assert entry is not None  # create=True always returns an entry
             if role == ROLE_AGENT:
-                entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
+                entry.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
             elif role == ROLE_TOOL:
                 entry.tools.add(ctx.span_id)
 
@@ -437,8 +443,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             end_ns=span.end_time,
             status_error=status_error,
             status_message=status.description,
-            # Events matter only for the error class of a failed call; ``span.events`` copies them.
-            events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
+            # Read only when the convention keeps content in events or the call failed.
+            events=_events(span),
         )
         now = call.end if call.end is not None else time.time()
         key = self._state_key(trace_id, attrs)
@@ -450,7 +456,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             steps = state.steps
         self._emitter.tool_call(call.tool)
         if observation.transition is not None or observation.intervention is not None:
-            agent_label = (agent.name if agent is not None else None) or agent_name(attrs)
+            agent_label = (agent.name if agent is not None else None) or self._extractor.agent_name(attrs,
+                                                                                                    name=span.name)
             self._publish(trace_id, ctx, observation, call.tool, agent_label, conversation_id(attrs), steps,
                           span.end_time, target)
 
@@ -472,7 +479,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 if entry is not None:
                     root_ref = self._roots.get(trace_id)
                     target = entry.agents[-1].span if entry.agents else (root_ref() if root_ref else None)
-            self._publish(trace_id, span.context, observation, None, agent_name(attrs), conversation_id(attrs),
+            self._publish(trace_id, span.context, observation, None, self._extractor.agent_name(attrs),
+                          conversation_id(attrs),
                           steps, span.end_time, target)
 
     def _agent_ended(self, span: ReadableSpan) -> None:

@@ -35,15 +35,12 @@ from typing import Any
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from ..conventions.extract import (
-    MARKER_KEYS,
     ROLE_LLM,
     ROLE_TOOL,
     Extractor,
-    agent_name,
     conversation_id,
     is_mcp_client,
     llm_usage,
-    span_role,
 )
 from ..conventions.span import SpanRecord
 from ..core.cost import Usage
@@ -184,7 +181,7 @@ class TraceTable:
         self.idle = idle
         self._max_open = engine.config.max_traces
         self._max_spans = max_spans_per_trace
-        self._extractor = Extractor()
+        self._extractor = Extractor.from_config(engine.config)
         self._open: OrderedDict[int, _Trace] = OrderedDict()
         self._done: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
@@ -279,13 +276,14 @@ class TraceTable:
 
     def _take(self, trace: _Trace, batch: list[SpanRecord], events: list[VerdictEvent], tools: list[str]) -> None:
         new_steps: list[_Step] = []
+        extractor = self._extractor
         for span in batch:
             if span.end_ns > trace.max_end_ns:
                 trace.max_end_ns = span.end_ns
             attrs = span.attributes
-            if not attrs or MARKER_KEYS.isdisjoint(attrs):
+            if not extractor.may_matter(attrs, span.name):
                 continue
-            role = span_role(attrs)
+            role = extractor.span_role(attrs, span.name)
             if role == ROLE_TOOL:
                 trace.tool_ids.add(span.span_id)
                 call = self._extractor.tool_call(
@@ -294,13 +292,15 @@ class TraceTable:
                     events=((name, ev_attrs) for name, _, ev_attrs in span.events),
                 )
                 new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, call,
-                                       is_mcp_client(attrs), None, agent_name(attrs), conversation_id(attrs),
+                                       is_mcp_client(attrs), None, extractor.agent_name(attrs, name=span.name),
+                                       conversation_id(attrs),
                                        span.end_ns))
             elif role == ROLE_LLM:
                 usage = llm_usage(attrs)
                 if usage is not None:
                     new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, None,
-                                           False, usage, agent_name(attrs), conversation_id(attrs), span.end_ns))
+                                           False, usage, extractor.agent_name(attrs, name=span.name),
+                                           conversation_id(attrs), span.end_ns))
         if not new_steps:
             return
         reopened, trace.reopened = trace.reopened, False
