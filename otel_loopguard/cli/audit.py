@@ -15,7 +15,6 @@ from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport, replay_calls
 from ..core.model import VERDICT_KINDS
-from ..core.step_audit import audit_trace
 from ..core.steps import is_steps_document, load_steps
 from ..errors import ConfigError, InputError
 from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK, detector_options, load_config, painter, write_error
@@ -106,11 +105,19 @@ class _Progress:
 
 
 class AuditOptions:
-    """What the command line adds to the configuration for an audit."""
+    """What the command line adds to the configuration for an audit.
 
-    def __init__(self, at: float | None = None, on_error: Callable[[InputError], None] | None = None) -> None:
+    Args:
+        at: the observation time of every trace (default: each trace's last span end).
+        on_error: called with each input error (the default raises it).
+        max_buffer_bytes: what the traces held until the input ends may take, at most (estimated bytes).
+    """
+
+    def __init__(self, at: float | None = None, on_error: Callable[[InputError], None] | None = None,
+                 max_buffer_bytes: int = 1 << 30) -> None:
         self.at = at
         self.on_error = on_error
+        self.max_buffer_bytes = max_buffer_bytes
 
 
 def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) -> TraceReport:
@@ -127,9 +134,9 @@ def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) 
             # A value the file may hold but the configuration refuses (0): name the file, not just the setting.
             raise InputError(str(exc), source=path) from None
     observed_at = options.at if options.at is not None else steps.observed_at
-    replay = replay_calls(LoopEngine(config), steps.calls, observed_at)
-    seed = audit_trace(steps.steps, config.max_steps, config.repeat_limit)
-    return replay.report(path, None, seed, with_cost=False)
+    # A steps file is judged in its own order (its times may be absent).
+    judge = replay_calls(LoopEngine(config), steps.calls, observed_at)
+    return judge.report(path, None, with_cost=False)
 
 
 _JSON_WHITESPACE = b" \t\n\r"
@@ -182,27 +189,33 @@ def _sniff_steps(path: str) -> bool:
     return is_steps_document(doc)
 
 
-def audit_otlp_file(path: str, config: LoopGuardConfig, options: AuditOptions) -> Iterator[TraceReport]:
-    """Audit every trace of an OTLP file (JSON, JSON Lines, gzip or protobuf), streaming."""
-    from ..conventions.traces import TraceEvaluator, evaluate_stream  # noqa: PLC0415 - only for OTLP input
-    from ..otlp.read import read_spans  # noqa: PLC0415
-
-    evaluator = TraceEvaluator(LoopEngine(config))
-    yield from evaluate_stream(read_spans(path, on_error=options.on_error), evaluator, path, options.at)
-
-
 def audit_paths(
     paths: list[str], config: LoopGuardConfig, options: AuditOptions
 ) -> Iterator[TraceReport | InputError]:
-    """Audit every path; an unreadable or invalid file yields its error and the rest go on."""
+    """Audit every path; an unreadable or invalid file yields its error and the rest go on.
+
+    A steps file is reported as soon as it is read. The traces of OTLP files are held until every file is read
+    (a trace may be spread over several files), then reported once each: see
+    :class:`~otel_loopguard.conventions.traces.TraceCollector` for the release rule.
+    """
+    collector = None
     for path in paths:
         try:
             if _sniff_steps(path):
                 yield audit_steps_file(path, config, options)
-            else:
-                yield from audit_otlp_file(path, config, options)
+                continue
+            if collector is None:
+                from ..conventions.traces import TraceCollector  # noqa: PLC0415 - only for OTLP input
+
+                collector = TraceCollector(LoopEngine(config), observed_at=options.at,
+                                           max_buffer_bytes=options.max_buffer_bytes)
+            from ..otlp.read import read_spans  # noqa: PLC0415
+
+            yield from collector.add_all(read_spans(path, on_error=options.on_error), path)
         except InputError as exc:
             yield exc
+    if collector is not None:
+        yield from collector.finish()
 
 
 def _escaping_writer(out: IO[str]) -> Callable[[str], object]:

@@ -10,17 +10,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..conventions.extract import Extractor
 from ..conventions.span import SpanRecord
-from ..conventions.traces import TraceEvaluator, TraceGrouper
+from ..conventions.traces import TraceCollector
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
-from ..core.model import STUCK, ToolCall
+from ..core.model import STUCK
 from ..errors import InputError
 from ..otlp.read import read_spans
 from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
@@ -64,20 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
 #: The group of traces that lack the attribute.
 NO_GROUP = "(none)"
-
-
-class _CountingExtractor(Extractor):
-    """The standard extractor, also counting the failed calls it reads (the report's error rate needs them)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.failed = 0
-
-    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:
-        call = super().tool_call(attrs, *args, **kwargs)
-        if call.error is not None:
-            self.failed += 1
-        return call
 
 
 @dataclass(frozen=True)
@@ -171,8 +156,10 @@ class ReportBuilder:
         self.priced = priced
         self._groups: dict[str, dict[str, Any]] = {}
 
-    def add(self, report: TraceReport, failed_calls: int) -> None:
-        """Count one trace."""
+    def add(self, report: TraceReport, failed_calls: int | None = None) -> None:
+        """Count one trace (its failed calls: ``report.failed_calls`` unless given)."""
+        if failed_calls is None:
+            failed_calls = report.failed_calls
         key = _group_key(report.attributes.get(self.attribute))
         g = self._groups.get(key)
         if g is None:
@@ -206,22 +193,11 @@ def group_reports(
     builder: ReportBuilder, observed_at: float | None = None,
 ) -> int:
     """Judge every trace of ``spans`` and add it to ``builder``; returns the number of traces."""
-    evaluator = TraceEvaluator(LoopEngine(config), group_by=[attribute])
-    counter = _CountingExtractor.from_config(config)
-    evaluator.extractor = counter
+    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=observed_at)
     count = 0
-
-    def on_trace(trace_spans: list[SpanRecord]) -> None:
-        nonlocal count
-        counter.failed = 0
-        report = evaluator.evaluate(trace_spans, source, observed_at)
-        builder.add(report, counter.failed)
+    for report in [*collector.add_all(spans, source), *collector.finish()]:
+        builder.add(report)
         count += 1
-
-    grouper = TraceGrouper(on_trace)
-    for span in spans:
-        grouper.add(span)
-    grouper.flush()
     return count
 
 
@@ -274,9 +250,13 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         failed = True
         write_error(exc)
 
-    traces = 0
+    # One collector for every file: a trace spread over several files is one trace (see TraceCollector).
+    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at)
     for path in _expand(paths):
-        traces += group_reports(read_spans(path, on_error=on_error), attribute, config, path, builder, at)
+        for report in collector.add_all(read_spans(path, on_error=on_error), path):
+            builder.add(report)
+    for report in collector.finish():
+        builder.add(report)
     groups = builder.groups()
     if as_json:
         for g in groups:

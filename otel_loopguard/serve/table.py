@@ -45,8 +45,8 @@ from ..conventions.extract import (
 from ..conventions.span import SpanRecord
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
-from ..core.judge import Replay, TraceReport
-from ..core.model import Observation, ToolCall
+from ..core.judge import TraceReport
+from ..core.model import STUCK, Intervention, Observation, ToolCall, Transition
 from ..core.step_audit import audit_trace, step_args
 from ..core.store import EVICT_CAPACITY
 from ..sdk.emit import VerdictEvent
@@ -86,7 +86,60 @@ class FinishedTrace:
     tracked: bool
 
 
-class _Judge(Replay):
+class _Replay:
+    """Feeds one trace's calls and usage to the engine in order and collects what happened."""
+
+    def __init__(self, engine: LoopEngine) -> None:
+        self.engine = engine
+        self.state = engine.new_state()
+        self.transitions: list[Transition] = []
+        self.interventions: list[Intervention] = []
+        self.stuck_period: int | None = None
+
+    def call(self, call: ToolCall, now: float | None = None) -> None:
+        """Observe one tool call."""
+        self.record(self.engine.observe(self.state, call, now))
+
+    def usage(self, model: str | None, usage: Usage) -> None:
+        """Observe one model call's usage."""
+        self.record(self.engine.add_usage(self.state, model, usage))
+
+    def finish(self, observed_at: float | None) -> None:
+        """Judge the trace once more at the observation time (expired leases)."""
+        if observed_at is not None:
+            self.record(self.engine.reevaluate(self.state, observed_at))
+
+    def record(self, observation: Any) -> Any:
+        """Keep what an engine observation changed (transition, intervention, stuck period); returns it."""
+        if observation is None:
+            return None
+        if observation.transition is not None:
+            self.transitions.append(observation.transition)
+        if observation.intervention is not None:
+            self.interventions.append(observation.intervention)
+        if observation.verdict.kind == STUCK:
+            self.stuck_period = observation.verdict.period
+        return observation
+
+    def report(self, source: str, trace_id: str | None, audit: dict[str, Any], *, with_cost: bool,
+               attributes: dict[str, Any] | None = None) -> TraceReport:
+        """Summarise the replay, with the seed-000 ``audit`` result."""
+        return TraceReport(
+            source=source,
+            trace_id=trace_id,
+            verdict=self.state.verdict,
+            stuck_period=self.stuck_period,
+            steps_used=self.state.steps,
+            transitions=tuple(self.transitions),
+            interventions=tuple(self.interventions),
+            ok=audit["ok"],
+            violations=tuple(audit["violations"]),
+            cost=self.state.cost if with_cost else None,
+            attributes=attributes or {},
+        )
+
+
+class _Judge(_Replay):
     """The engine state of one trace and what it produced, plus what ``serve`` needs to re-judge it."""
 
     def __init__(self, engine: LoopEngine) -> None:

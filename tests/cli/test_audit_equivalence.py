@@ -121,7 +121,7 @@ def _mixed_lines() -> list[dict[str, Any]]:
     only = {"traceId": t3, "spanId": "00000000000000d1", "name": "GET /x", "startTimeUnixNano": "5",
             "endTimeUnixNano": "6", "attributes": []}
     fourth = [{"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [only]}]}]}, {"resourceSpans": []}]
-    # A root that arrives before its late children: they are judged as a trace of their own.
+    # A root that arrives before its children: still one trace, judged once when the input ends.
     t4, r4 = "3af7651916cd43dd8448eb211c80319c", "d7ad6b7169203331"
     late_root = dict(root, traceId=t4, spanId=r4)
     late = [_tool_span(t4, f"{i + 1:016x}", r4, T0 + i, "same", "{}", "r") for i in range(4)]
@@ -179,7 +179,14 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
     finally:
         sys.path.pop(0)
     cases: list[tuple[str, list[str]]] = []
-    fixtures = sorted(FIXTURES.glob("*.json"))
+    # The fixtures pinned in the golden file: those of the sources judged when it was written (the file also
+    # runs as a script, hence the path for the `tests` package).
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.support.recorded_fixtures import judged_fixture_files
+    finally:
+        sys.path.pop(0)
+    fixtures = judged_fixture_files()
     docs = []
     for path in fixtures:
         doc = json.loads(path.read_text())

@@ -59,8 +59,9 @@ def test_json_output_fields(files: dict[str, str], capsys: pytest.CaptureFixture
     status, out, _ = run(["audit", "--json", files["stuck_search"]], capsys)
     assert status == EXIT_FOUND
     [doc] = json_lines(out)
-    # The spec's fields, plus the deciding rule of the verdict and of each intervention.
-    assert set(doc) == SPEC_KEYS | {"rule"}
+    # The spec's fields, plus the deciding rule of the verdict and of each intervention, and whether a memory
+    # bound forced the trace out before the input ended (never for a steps file).
+    assert set(doc) == SPEC_KEYS | {"rule", "partial"} and doc["partial"] is False
     assert doc["source"] == files["stuck_search"] and doc["trace_id"] is None
     assert (doc["verdict"], doc["period"], doc["steps_used"], doc["ok"], doc["violations"]) == ("stuck", 1, 6, True, [])
     assert doc["transitions"] == [{"step": 3, "from": "working", "to": "stuck", "rule": "frequency", "period": None}]

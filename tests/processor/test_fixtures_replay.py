@@ -10,10 +10,10 @@ import pytest
 from otel_loopguard import cli
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
+from tests.support.recorded_fixtures import judged_fixture_files
 from tests.support.span_replay import replay_spans
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
-FILES = sorted(p for p in FIXTURES.glob("*__*.json"))
+FILES = judged_fixture_files()
 STUCK = ("same_call_loop", "ping_pong", "reordered_keys")
 NEVER_STUCK = ("pagination", "healthy", "errors_then_success")
 

@@ -29,9 +29,9 @@ from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.judge import TraceReport
 from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
+from tests.support.recorded_fixtures import judged_fixture_files
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
-FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.json") if not p.name.startswith("MANIFEST"))
+FIXTURE_FILES = judged_fixture_files()
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 Item = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # (resource, scope, span) of one span

@@ -1,10 +1,16 @@
-"""Seed 000: ``audit_trace`` reports the step limit and maximal runs of identical steps, exactly."""
+"""The step audit: ``audit_trace`` reports the step limit and maximal runs of identical steps, exactly, and the
+incremental ``StepAudit`` the judge uses gives the same answer one call at a time."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from otel_loopguard.core.step_audit import audit_trace, step_signature
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_loopguard.core.model import ToolCall
+from otel_loopguard.core.step_audit import MAX_VIOLATIONS, StepAudit, audit_trace, step_args, step_signature
 
 
 def test_signature_sorts_keys_and_renders_values_with_str() -> None:
@@ -110,3 +116,44 @@ def test_accepts_a_generator() -> None:
     """The steps may be any iterable, consumed once."""
     result = audit_trace(({"tool": "a"} for _ in range(3)), 2, 3)
     assert result == {"ok": False, "steps_used": 3, "violations": ["repeat_loop:a|@0", "step_limit:3"]}
+
+
+_ARGS = st.sampled_from([None, '{"a": 1, "b": 2}', '{"b": 2, "a": 1}', '{"a": 1}', "plain", "{not json", "",
+                         '["x"]', '{"input": "x"}', "x"])
+_TOOLS = st.sampled_from(["a", "b", "a|b", "a|b=", "b="])
+
+
+def _incremental(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict:
+    audit = StepAudit(max_steps, repeat_limit)
+    for call in calls:
+        audit.add(call)
+    return audit.result()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_TOOLS, _ARGS, st.booleans()), max_size=12), st.integers(1, 8), st.integers(1, 4))
+def test_incremental_audit_equals_the_reference(steps: list, max_steps: int, repeat_limit: int) -> None:
+    """StepAudit gives exactly audit_trace's result for any calls, including key-order and '|' collisions."""
+    calls = []
+    for tool, args, as_dict in steps:
+        value = json.loads(args) if as_dict and args in ('{"a": 1, "b": 2}', '{"a": 1}') else args
+        calls.append(ToolCall(tool, value))
+    reference = audit_trace([{"tool": c.tool, "args": step_args(c)} for c in calls], max_steps, repeat_limit)
+    assert _incremental(calls, max_steps, repeat_limit) == reference
+
+
+def test_incremental_audit_keeps_one_run_not_every_call() -> None:
+    """Fed 10 000 calls, the audit holds only the previous call and the run's signature, not a list of calls."""
+    audit = StepAudit(max_steps=20_000, repeat_limit=3)
+    for i in range(10_000):
+        audit.add(ToolCall("read", f'{{"page": {i // 5}}}'))  # runs of 5 equal calls
+    audit.add(ToolCall("done"))  # closes the last run
+    # Nothing in the audit grows with the calls but the violations: 2000 runs of 5, of which the first 1000 kept.
+    assert all(not isinstance(getattr(audit, name, None), list) or name == "_violations"
+               for name in StepAudit.__slots__)
+    result = audit.result()
+    assert result["steps_used"] == 10_001
+    assert len(result["violations"]) == MAX_VIOLATIONS and audit.dropped == 1000
+    assert result["ok"] is False
+    # The first run starts at call 0 and the violation names its signature (a JSON member rendered by str()).
+    assert "repeat_loop:read|page=0@0" in result["violations"]
