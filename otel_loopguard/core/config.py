@@ -532,6 +532,8 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
                 except ConfigError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
             values["tools"] = tools
+        if "redacted_values" in values:
+            values["redacted_values"] = _redacted_values(values["redacted_values"])
         if "conventions" in values and not isinstance(values["conventions"], Mapping):
             raise ConfigError(f"conventions must be [conventions.NAME] tables, got {values['conventions']!r}")
         if "volatile_keys" in values and not isinstance(values["volatile_keys"], list):

@@ -128,7 +128,8 @@ class _Replay:
             source=source,
             trace_id=trace_id,
             verdict=self.state.verdict,
-            stuck_period=self.stuck_period,
+            # As audit's judge reports it: the period of the cycle the trace is stuck in at the end, if it is.
+            stuck_period=self.stuck_period if self.state.verdict.kind == STUCK else None,
             steps_used=self.state.steps,
             transitions=tuple(self.transitions),
             interventions=tuple(self.interventions),

@@ -10,7 +10,8 @@ import pytest
 from otel_loopguard import cli
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
-from tests.support.recorded_fixtures import judged_fixture_files
+from tests.support.recorded_fixtures import JUDGED_SOURCES, judged_fixture_files
+from tests.support.scenario_expectations import expected
 from tests.support.span_replay import replay_spans
 
 FILES = judged_fixture_files()
@@ -22,6 +23,10 @@ def _scenario(path: Path) -> str:
     return path.stem.split("__", 1)[1]
 
 
+def _source(path: Path) -> str:
+    return path.stem.split("__", 1)[0]
+
+
 def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
     capsys.readouterr()
     assert cli.main(["audit", "--json", str(path)]) in (0, 1, 2)
@@ -31,9 +36,13 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_fixture_set_covers_every_scenario() -> None:
-    """The parametrisation below really spans all seven scenarios of all seven sources."""
-    assert len(FILES) == 49
-    assert {_scenario(p) for p in FILES} == {*STUCK, *NEVER_STUCK, "no_content"}
+    """The parametrisation below really spans all seven scenarios of every judged source (ADK adds one)."""
+    assert {_source(p) for p in FILES} == set(JUDGED_SOURCES)
+    for source in JUDGED_SOURCES:
+        scenarios = {_scenario(p) for p in FILES if _source(p) == source}
+        assert {*STUCK, *NEVER_STUCK, "no_content"} <= scenarios <= {*STUCK, *NEVER_STUCK, "no_content",
+                                                                   "parallel_calls"}, source
+    assert len(FILES) == 7 * len(JUDGED_SOURCES) + 2
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -60,17 +69,12 @@ def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.Captu
     assert [(p["count"], p["sum"]) for p in steps] == [(1, audit["steps_used"])]
     assert harness.processor.errors == 0
 
-    scenario = _scenario(path)
-    actions = [i["action"] for i in interventions]
-    if scenario in STUCK:
-        assert final == "stuck" and actions == ["nudge", "stop"]
-    elif scenario in NEVER_STUCK:
-        assert "stuck" not in [t["to"] for t in transitions] and actions == []
-    else:
-        assert final == "uncertain" and actions == []
+    # What the scenario table says (tests/support/scenario_expectations.py, derived by hand).
+    expected(_source(path), _scenario(path)).check(audit)
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _scenario(p) in STUCK], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in FILES if expected(_source(p), _scenario(p)).interventions],
+                         ids=lambda p: p.stem)
 def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, make_harness: HarnessFactory) -> None:
     """Every verdict of a recorded loop is also a span event on an agent (or root) span of that trace, exported.
 
@@ -89,7 +93,8 @@ def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, make_harness
                                                     "traceloop.span.kind")}
         assert record.parent_span_id is None or kinds & {"invoke_agent", "AGENT", "agent"}, record.name
     emitted = [dict(e.attributes) for s in carriers for e in s.events if e.name == "loopguard.verdict"]
-    assert len(emitted) == len(harness.verdict_records()) == 2
+    # At least the nudge (with the stuck transition) and the stop; one more where a closing call follows.
+    assert len(emitted) == len(harness.verdict_records()) >= 2
     assert emitted == [dict(r.attributes) for r in harness.verdict_records()]
 
 
@@ -112,8 +117,15 @@ def test_replay_is_faithful(path: Path, harness: Harness) -> None:
         assert [(e.name, e.timestamp, dict(e.attributes)) for e in span.events if e.name != "loopguard.verdict"] == [
             (n, t, dict(a)) for n, t, a in record.events]
         assert dict(span.attributes) == dict(record.attributes)
+    # Spans end in end-time order, except that a parent always ends after its children (a JavaScript child may be
+    # recorded as ending up to 1 ms after its parent: it was ended first all the same).
+    position = {s.context.span_id: i for i, s in enumerate(exported)}
+    for s in exported:
+        if s.parent is not None and s.parent.span_id in position:
+            assert position[s.context.span_id] < position[s.parent.span_id], s.name
     ends = [s.end_time for s in exported]
-    assert ends == sorted(ends)
+    late = [(a, b) for a, b in zip(ends, ends[1:]) if b < a]
+    assert all(a - b < 1_000_000 for a, b in late), late
 
 
 def test_replay_keeps_kvlist_attributes(harness: Harness) -> None:

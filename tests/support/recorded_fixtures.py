@@ -1,11 +1,11 @@
 """Which recorded fixture files the verdict tests judge.
 
-``tests/fixtures/otlp`` also holds the Python agent families recorded for issue 11 (strands, Google ADK,
-AutoGen, LlamaIndex, smolagents, DSPy; see ``MANIFEST-<family>.json`` and ``tests/fixtures/README.md``),
-which the product does not read yet. The tests that pin or compare verdicts (replay vs audit, serve vs audit,
-scenario expectations, the golden output of ``test_audit_perf_equivalence``) take only the sources below; a
-source joins this tuple once the product reads it (and the golden file is regenerated). The decoding tests
-keep reading every file.
+``tests/fixtures/otlp`` holds the agent frameworks recorded in Python (``MANIFEST-<family>.json``), ``otlp/js`` the
+JavaScript ones, ``otlp/model_spans`` applications instrumented only at the model client (see
+``tests/fixtures/README.md``). The tests that pin or compare verdicts (replay vs audit, serve vs audit, scenario
+expectations, the golden output of ``test_audit_equivalence``) take only the sources below; a source joins this
+tuple once the product reads it (and the golden file is regenerated for its files). The decoding tests keep
+reading every file.
 """
 
 from __future__ import annotations
@@ -13,18 +13,40 @@ from __future__ import annotations
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
+#: The folders of recorded traces (each with its MANIFEST-*.json files).
+FIXTURE_DIRS = (FIXTURES, FIXTURES / "js")
 
 JUDGED_SOURCES = (
+    # Python agent frameworks (otlp/)
+    "adk_default",
+    "adk_legacy",
+    "autogen_native",
+    "dspy_openinference",
     "langgraph_genai",
     "langgraph_openinference",
     "langgraph_traceloop",
+    "llamaindex_traceloop",
     "openai_agents_genai",
     "openai_agents_openinference",
     "openai_agents_traceloop",
     "pydantic_ai",
+    "smolagents_code_openinference",
+    "smolagents_openinference",
+    "strands_default",
+    "strands_latest",
+    # JavaScript agent frameworks (otlp/js/)
+    "adk_js",
+    "langgraph_js_traceloop",
+    "mastra",
+    "mastra_legacy",
+    "vercel_ai",
+    "vercel_ai7",
+    "vercel_ai7_legacy",
+    "vercel_ai7_stream",
+    "vercel_ai_stream",
 )
 
 
 def judged_fixture_files() -> list[Path]:
-    """The fixture files (``<source>__<scenario>.json``) of the judged sources, sorted by name."""
-    return sorted(p for p in FIXTURES.glob("*__*.json") if p.stem.split("__", 1)[0] in JUDGED_SOURCES)
+    """The fixture files (``<source>__<scenario>.json``) of the judged sources, sorted by folder and name."""
+    return [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json")) if p.stem.split("__", 1)[0] in JUDGED_SOURCES]

@@ -1,0 +1,48 @@
+"""``otel-loopguard audit`` on every judged fixture says what the scenario table says (derived by hand).
+
+One test per manifest row: the expectation comes from ``tests/support/scenario_expectations.py`` (the scenario
+table and the documented source differences), never from the product's output; the manifest's own count of
+recorded tool calls cross-checks the expected step count.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from otel_loopguard import cli
+from tests.support.scenario_expectations import Row, expected, manifest_rows
+
+ROWS = manifest_rows()
+
+
+def _audit(row: Row, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    status = cli.main(["audit", "--json", str(row.path)])
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    [report] = [json.loads(line) for line in captured.out.splitlines() if line.strip()]
+    # --fail-on stuck (the default): exit 1 when the trace was stuck at any point.
+    assert status == (1 if any(t["to"] == "stuck" for t in report["transitions"]) else 0)
+    return report
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_audit_says_what_the_scenario_says(row: Row, capsys: pytest.CaptureFixture[str]) -> None:
+    """Loops stuck with their period (nudge, then stop), pagination and healthy runs working, unrecorded content
+    uncertain and never stuck, failures that end in a result never stuck."""
+    want = expected(row.source, row.scenario)
+    assert want.steps == len(row.tool_calls), "the hand-derived count disagrees with the recording"
+    want.check(_audit(row, capsys))
+
+
+def test_every_scenario_of_every_source_is_judged() -> None:
+    """Each judged source contributes its seven scenarios (ADK one more), so no row is silently missing."""
+    by_source: dict[str, set[str]] = {}
+    for row in ROWS:
+        by_source.setdefault(row.source, set()).add(row.scenario)
+    scenarios = {"same_call_loop", "ping_pong", "pagination", "healthy", "reordered_keys", "errors_then_success",
+                 "no_content"}
+    for source, seen in by_source.items():
+        assert scenarios <= seen <= scenarios | {"parallel_calls"}, source
