@@ -472,6 +472,7 @@ _TOP_KEYS = {
     "hysteresis", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease", "prices", "tools",
     "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes", "per_conversation",
     "redacted_values", "conventions",
+    "serve",  # the serve command's network settings, read and checked by otel_loopguard.serve.settings
 }
 
 
@@ -504,7 +505,7 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
         ConfigError: an unknown key or a value of the wrong type, named by its path.
     """
     _check_keys("top level", data, _TOP_KEYS)
-    values = {k: v for k, v in data.items() if k not in ("retry", "lease", "prices", "tools")}
+    values = {k: v for k, v in data.items() if k not in ("retry", "lease", "prices", "tools", "serve")}
     try:
         if "retry" in data:
             values["retry"] = _retry(data["retry"], "[retry]")
