@@ -21,9 +21,9 @@ from typing import Any
 
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
-from ..core.judge import ORIGIN_MCP_CLIENT, Step, TraceJudge, TraceReport
+from ..core.judge import Step, TraceJudge, TraceReport
 from .extract import ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
-from .names import MCP_METHOD_NAME
+from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "StepReader", "TraceCollector"]
@@ -80,7 +80,7 @@ class StepReader:
                 call=call,
                 agent=extractor.agent_name(attrs, name=span.name) if context else None,
                 conversation=conversation_id(attrs) if context else None,
-                origin=ORIGIN_MCP_CLIENT if attrs.get(MCP_METHOD_NAME) is not None else "",
+                origin=tool_origin(attrs),
             )
         if role == ROLE_LLM:
             usage = llm_usage(attrs)
@@ -179,7 +179,7 @@ class TraceCollector:
         if step is not None:
             judge = held.judge
             if judge is None:
-                judge = held.judge = TraceJudge(self.engine)
+                judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
             before = judge.kept_bytes
             if judge.add(step):
                 self._bytes += judge.kept_bytes - before
@@ -234,7 +234,7 @@ class TraceCollector:
     def _report(self, trace_id: int, held: _Held) -> TraceReport:
         judge = held.judge
         if judge is None:
-            judge = TraceJudge(self.engine)
+            judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
         observed_at = self._observed_at
         if observed_at is None and held.max_end_ns:
             observed_at = held.max_end_ns * 1e-9

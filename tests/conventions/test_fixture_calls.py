@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from otel_loopguard.conventions.extract import Extractor
+from otel_loopguard.conventions.nesting import CONVENTION_NESTING
+from otel_loopguard.conventions.traces import StepReader
+from otel_loopguard.core.judge import join_nested
 from otel_loopguard.core.model import ToolCall
 from otel_loopguard.otlp.read import read_spans
 from tests.support.scenario_expectations import CLOSING_CALL_SOURCES, NO_CONTENT_SOURCES, Row, manifest_rows
@@ -32,20 +34,14 @@ SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
 ROWS = manifest_rows()
 # LangGraph plays its own table (langgraph_runs.py), checked by tests/otlp; ADK's parallel_calls is not in the table.
 TABLE_ROWS = [r for r in ROWS if not r.source.startswith("langgraph_") or r.source == "langgraph_js_traceloop"]
-# Wrapped by the autogen OpenInference TOOL span: one call, two spans (joined by the judge, see test_nesting).
-NESTED_SOURCES = frozenset({"autogen_openinference"})
 
 
 def _calls(path: Path) -> list[ToolCall]:
-    extractor = Extractor()
-    spans = sorted(read_spans(str(path)), key=lambda s: (s.start_ns, s.end_ns))
-    calls = []
-    for span in spans:
-        call = extractor.read_tool(span.attributes, span.name, span.start_ns, span.end_ns, span.status_error,
-                                   span.status_message, [(name, attrs) for name, _, attrs in span.events])
-        if call is not None:
-            calls.append(call)
-    return calls
+    """The calls read from a file, in start order, nested spans of one call joined as the judge joins them."""
+    reader = StepReader()
+    steps = [s for s in map(reader.step, read_spans(str(path))) if s is not None and s.call is not None]
+    steps.sort(key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+    return [s.call for s in join_nested(steps, CONVENTION_NESTING) if s.call is not None]
 
 
 def _json(value: Any) -> Any:
@@ -88,8 +84,6 @@ def _scripted_results(scenario: str) -> list[str | None]:
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_tool_names_are_the_recorded_calls(row: Row) -> None:
     """The calls read, in start order, name the tools the manifest lists (and nothing else is read as a call)."""
-    if row.source in NESTED_SOURCES:
-        pytest.skip("two spans per call: see tests/conventions/test_nesting.py")
     assert [c.tool for c in _calls(row.path)] == list(row.tool_calls)
 
 
@@ -100,8 +94,6 @@ def test_arguments_and_results_are_the_scripted_ones(row: Row) -> None:
     With content off a source may still keep one side: LlamaIndex's instrumentation writes ``tool.arguments``
     whatever the switch, Mastra 0.x's filter redacts arguments and keeps results (tests/fixtures/README.md).
     """
-    if row.source in NESTED_SOURCES:
-        pytest.skip("two spans per call: see tests/conventions/test_nesting.py")
     scenario = SCENARIOS[row.scenario]
     calls = _calls(row.path)
     if row.source in CLOSING_CALL_SOURCES:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.recorded_fixtures import FIXTURE_DIRS, JUDGED_SOURCES
+from tests.support.recorded_fixtures import AUDIT_ONLY_SOURCES, FIXTURE_DIRS, JUDGED_SOURCES
 
 #: Sources whose runs end with a call of the framework's own (smolagents final_answer, DSPy finish).
 CLOSING_CALL_SOURCES = frozenset({"smolagents_openinference", "smolagents_code_openinference", "dspy_openinference"})
@@ -131,8 +131,8 @@ class Row:
         return self.path.stem
 
 
-def manifest_rows(sources: tuple[str, ...] = JUDGED_SOURCES) -> list[Row]:
-    """The manifest rows of the judged sources, over every fixture folder."""
+def manifest_rows(sources: tuple[str, ...] = JUDGED_SOURCES + AUDIT_ONLY_SOURCES) -> list[Row]:
+    """The manifest rows of the judged sources (those judged by ``audit`` only included), over every folder."""
     rows = []
     for folder in FIXTURE_DIRS:
         for manifest in sorted(folder.glob("MANIFEST-*.json")):
