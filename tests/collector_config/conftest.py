@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.external import unavailable
 from tests.support.otelcol import OTELCOL_ENV, RecordingOTLPHTTPReceiver, otelcol_binary, otelcol_unavailable_reason
 
-REQUIRE_E2E = os.environ.get("LOOPGUARD_REQUIRE_E2E", "").strip() == "1"
 OTELCOL_OVERRIDE = os.environ.get(OTELCOL_ENV) or None
 
 
@@ -24,10 +24,7 @@ def otelcol_bin() -> Path:
     """The Collector built by tests/collector/build.sh; skip (or fail under LOOPGUARD_REQUIRE_E2E=1) without it."""
     reason = otelcol_unavailable_reason(OTELCOL_OVERRIDE)
     if reason is not None:
-        message = f"OpenTelemetry Collector unavailable: {reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"OpenTelemetry Collector unavailable: {reason}")
     path = otelcol_binary(OTELCOL_OVERRIDE)
     assert path is not None
     return path

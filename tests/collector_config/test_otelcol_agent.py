@@ -371,7 +371,7 @@ def test_agent_yaml_prometheus_exporter_serves_every_name_the_rules_use(otelcol_
         with run_shipped(otelcol_bin, tmp_path, ("agent.yaml",), env) as running:
             demo_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
             demo_env["OTEL_EXPORTER_OTLP_ENDPOINT"] = running.receiver("otlp", "grpc")
-            demo = subprocess.run(  # noqa: S603 - the installed console script
+            demo = subprocess.run(
                 [str(Path(sys.executable).parent / "otel-loopguard"), "demo", "--no-color"],
                 env=demo_env, capture_output=True, text=True, timeout=300, check=False,
             )

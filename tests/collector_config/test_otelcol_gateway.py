@@ -112,7 +112,7 @@ class Serve:
         command = [str(Path(sys.executable).parent / "otel-loopguard"), "serve",
                    "--grpc", f"127.0.0.1:{self.port}", "--http", ""]  # fmt: skip
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + WAIT
         while not port_open(self.port):  # no readiness signal but the open port
             assert self.proc.poll() is None, f"serve {name} exited: {self.output()}"

@@ -31,7 +31,7 @@ IDS = ["+".join(c) for c in COMBINATIONS]
 
 def _validate(binary: Path, configs: list[Path], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [str(binary), "validate", *(arg for path in configs for arg in ("--config", str(path)))]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)  # noqa: S603
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
 @pytest.mark.parametrize("names", COMBINATIONS, ids=IDS)
@@ -44,7 +44,7 @@ def test_validate_accepts_the_shipped_configuration(otelcol_bin: Path, names: tu
 @pytest.mark.parametrize("names", COMBINATIONS, ids=IDS)
 def test_validate_accepts_other_listen_hosts(otelcol_bin: Path, names: tuple[str, ...]) -> None:
     """OTELCOL_LISTEN_HOST=0.0.0.0 (the documented way to accept other hosts) still gives a valid configuration."""
-    env = {**os.environ, "OTELCOL_LISTEN_HOST": "0.0.0.0"}  # noqa: S104 - only validated, never started
+    env = {**os.environ, "OTELCOL_LISTEN_HOST": "0.0.0.0"}
     done = _validate(otelcol_bin, [CONFIG_DIR / name for name in names], env)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -75,7 +75,7 @@ def test_validate_rejects_a_misspelt_ottl_statement(otelcol_bin: Path, tmp_path:
 @pytest.mark.parametrize("names", COMBINATIONS, ids=IDS)
 def test_starts_without_deprecation_warnings(otelcol_bin: Path, tmp_path: Path, names: tuple[str, ...]) -> None:
     """The Collector starts each configuration (listeners on free ports) and logs no deprecation or rewrite."""
-    overlay, ports = listener_overlay(*names)
+    _overlay, ports = listener_overlay(*names)
     assert ports.all(), "every configuration listens somewhere"
     with run_shipped(otelcol_bin, tmp_path, names, env={}) as running:
         output = running.collector.output()
@@ -94,7 +94,7 @@ def test_a_missing_collector_fails_under_require_e2e_and_skips_otherwise(
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     env.update({"LOOPGUARD_OTELCOL": str(tmp_path / "no-otelcol"), "LOOPGUARD_REQUIRE_E2E": require})
-    done = subprocess.run(  # noqa: S603 - this interpreter running pytest on this file
+    done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
          f"{__file__}::test_validate_accepts_the_shipped_configuration"],
         capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parents[2], check=False,

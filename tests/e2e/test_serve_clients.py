@@ -40,7 +40,7 @@ from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
 from otel_loopguard.serve.settings import BearerToken, ServeSettings, TLSFiles
 from tests.support.certs import Certs, make_certs
-from tests.support.collector_fixtures import REQUIRE_E2E
+from tests.support.external import unavailable
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -84,10 +84,7 @@ def node_clients() -> Path:
     """The directory of send.mjs with its node_modules installed; skips (or fails under LOOPGUARD_REQUIRE_E2E=1)."""
     reason = _node_unavailable()
     if reason is not None:
-        message = f"Node.js OTLP exporters unavailable: {reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"Node.js OTLP exporters unavailable: {reason}")
     return NODE_DIR
 
 

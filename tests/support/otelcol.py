@@ -38,9 +38,9 @@ from tests.support.otlp_receiver import LOGS, METRICS, TRACES, Received, Recordi
 
 __all__ = [
     "OTELCOL_ENV",
+    "RELEASE",
     "Otelcol",
     "OtelcolError",
-    "RELEASE",
     "RecordingOTLPHTTPReceiver",
     "otelcol_binary",
     "otelcol_unavailable_reason",
@@ -105,7 +105,7 @@ def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Samples of a Prometheus text endpoint: sample name -> [(labels, value)]."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=5) as response:
         text = response.read().decode()
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
@@ -169,7 +169,7 @@ class Otelcol:
         with self.log_path.open("ab") as log:
             log.write(f"--- {' '.join(self.command)}\n".encode())
             log.flush()
-            self._proc = subprocess.Popen(  # noqa: S603 - our own binary and arguments
+            self._proc = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
             )
         deadline = time.monotonic() + self._ready_timeout
@@ -188,7 +188,7 @@ class Otelcol:
         if self._health_url is None:
             return True
         try:
-            with urllib.request.urlopen(self._health_url, timeout=2) as response:  # noqa: S310 - loopback only
+            with urllib.request.urlopen(self._health_url, timeout=2) as response:
                 return response.status == 200
         except OSError:
             return False
@@ -267,7 +267,7 @@ class RecordingOTLPHTTPReceiver(RecordingOTLPReceiver):
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 route = _HTTP_PATHS.get(self.path)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 encoding = (self.headers.get("Content-Encoding") or "").lower()
