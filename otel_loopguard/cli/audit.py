@@ -245,6 +245,8 @@ def format_report(report: TraceReport, out: IO[str], color: bool = False) -> Non
         write(f"  after call {t.step}: {t.previous} -> {paint(t.verdict.kind)} (rule {t.verdict.rule}{period})\n")
     for i in report.interventions:
         write(f"  after call {i.step}: {paint(i.action)}: {i.message}\n")
+    for unread in report.unread:
+        write(f"  unread: {unread['message']}\n")
 
 
 if c_make_encoder is not None:

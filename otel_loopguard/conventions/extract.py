@@ -17,6 +17,7 @@ from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
 from .envelopes import ENVELOPES, Envelope
+from .model_calls import Turn, read_messages
 from .table import AGENT_SPANS, MODEL_SPANS, TOOL_CONVENTIONS, AgentSpans, Convention, ModelSpans, Source, When
 from .user import user_conventions
 
@@ -592,6 +593,31 @@ class Extractor:
         if status_error:
             return _failed_class(status_message, ev or ())
         return None
+
+    def model_turn(self, attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,
+                   start_ns: int, end_ns: int, *, messages: bool = True, context: bool = True) -> Turn | None:
+        """A model span as a :class:`~.model_calls.Turn` (usage, and with ``messages`` its tool-call content).
+
+        Returns None for a span that is not a model span.
+        """
+        role, row = self._table.classify(attrs, span_name)
+        if role != ROLE_LLM:
+            return None
+        content = read_messages(attrs, row.messages) if messages and row.messages else None  # type: ignore[union-attr]
+        response_id = attrs.get(n.GEN_AI_RESPONSE_ID)
+        return Turn(
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            response_id=str(response_id) if response_id else None,
+            usage=llm_usage(attrs),
+            calls=content.calls if content is not None else (),
+            results=content.results if content is not None else None,
+            history=content.history if content is not None else (),
+            agent=_agent_name(self._table, attrs, None, span_name) if context else None,
+            conversation=conversation_id(attrs) if context else None,
+        )
 
     def call_id(self, attrs: Mapping[str, Any], span_name: str = "",
                 events: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> str | None:

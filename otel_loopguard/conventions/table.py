@@ -322,20 +322,27 @@ class ModelSpans:
 
     Attributes:
         usage: ``genai`` (``gen_ai.usage.*``) or ``openinference`` (``llm.token_count.*``).
+        messages: readers of the tool calls in its output and their results in its input
+            (:data:`~.model_calls.MESSAGE_READERS`), used when a trace has no tool span.
     """
 
     name: str
     when: tuple[When, ...]
     usage: str
+    messages: tuple[str, ...] = ()
 
 
 #: Model-call conventions (a run's totals repeated on an agent or root span are never read: those are agent spans).
 MODEL_SPANS: tuple[ModelSpans, ...] = (
-    ModelSpans("genai", (_is(n.GEN_AI_OPERATION_NAME, *n.LLM_OPERATIONS),), "genai"),
-    ModelSpans("openinference", (_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_LLM),), "openinference"),
+    # openai-v2 / genai-openai / genai-anthropic with SPAN_ONLY, OpenLLMetry >= 0.55, the anthropic SDK, LiteLLM.
+    ModelSpans("genai", (_is(n.GEN_AI_OPERATION_NAME, *n.LLM_OPERATIONS),), "genai",
+               ("genai_messages", "openllmetry_flat")),
+    ModelSpans("openinference", (_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_LLM),), "openinference",
+               ("openinference_messages",)),
     ModelSpans("vercel_ai", (_is(n.AI_OPERATION_ID, *n.AI_MODEL_OPERATIONS),), "genai"),
     # ADK's call_llm has no operation name; in Python it wraps a generate_content span with the same usage.
     ModelSpans("adk", (When(span_name_equals=n.ADK_CALL_LLM), _is(n.GEN_AI_SYSTEM, n.ADK_SYSTEM)), "genai"),
     # OpenLLMetry before the GenAI operation name (openai 0.54, anthropic 0.53): llm.request.type.
-    ModelSpans("openllmetry_legacy", (_is(n.LLM_REQUEST_TYPE, "chat", "completion"),), "genai"),
+    ModelSpans("openllmetry_legacy", (_is(n.LLM_REQUEST_TYPE, "chat", "completion"),), "genai",
+               ("openllmetry_flat",)),
 )

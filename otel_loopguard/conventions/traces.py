@@ -15,16 +15,20 @@ A trace is never split silently.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from operator import attrgetter
 from typing import Any
 
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from .extract import ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
+from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
+from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
+from .unread import UnreadTrace
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "StepReader", "TraceCollector"]
 
@@ -57,6 +61,23 @@ class StepReader:
         self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
         self._extract = self._extractor.tool_call
         self._context = context
+
+    @property
+    def extractor(self) -> Extractor:
+        """The extractor it reads with."""
+        return self._extractor
+
+    def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
+        """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
+        for deriving calls when the trace has no tool span), or None for any other span."""
+        attrs = span.attributes
+        extractor = self._extractor
+        if not extractor.may_matter(attrs, span.name):
+            return None
+        if extractor.span_role(attrs, span.name) == ROLE_LLM:
+            return extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                        span.end_ns, messages=messages, context=self._context)
+        return self.step(span)
 
     def step(self, span: SpanRecord) -> Step | None:
         """The step of one span: a tool call, a model call with token usage, or None for any other span."""
@@ -100,14 +121,36 @@ class StepReader:
         return None
 
 
+_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
+#: Estimated bytes of one held model turn besides its message content.
+TURN_OVERHEAD_BYTES = 256
+
+
+def _turn_bytes(turn: Turn) -> int:
+    size = TURN_OVERHEAD_BYTES
+    for _, name, args in (*turn.calls, *turn.history):
+        size += 64 + len(name) + (len(args) if isinstance(args, str) else 256)
+    for call_id, result in turn.results or ():
+        size += 64 + len(call_id) + (len(result) if isinstance(result, str) else 256)
+    return size
+
+
 class _Held:
     """One trace held until the input ends."""
 
-    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "sources")
+    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "results", "sources", "tools", "turn_ids",
+                 "turns", "unread")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
         self.partial = partial
+        # Model turns, judged at the end in end order (usage once per model call; calls derived without tool spans).
+        self.turns: list[Turn] = []
+        self.turn_ids: set[int] = set()
+        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
+        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.tools = False
+        self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
         self.sources: list[str] = []
@@ -175,14 +218,30 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
-        step = self._reader.step(span)
-        if step is not None:
+        step = self._reader.read(span, messages=not held.tools)
+        if isinstance(step, Turn):
+            if self._add_turn(held, step):
+                held.unread.model(span.attributes)
+        elif step is None:
+            if (span.attributes and span.span_id not in held.turn_ids
+                    and self._reader.extractor.span_role(span.attributes, span.name) == ROLE_AGENT):
+                held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
+                held.unread.model(span.attributes)
+        else:
             judge = held.judge
             if judge is None:
                 judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
             before = judge.kept_bytes
             if judge.add(step):
                 self._bytes += judge.kept_bytes - before
+                call = step.call
+                if call is not None:
+                    held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
+                                     [(name, ev) for name, _, ev in span.events],
+                                     self._reader.extractor.convention(span.attributes, span.name))
+                if not held.tools:
+                    held.tools = True
+                    self._drop_messages(held)
             else:
                 self.duplicates += 1
         if self._bytes > self._max_bytes:
@@ -204,11 +263,44 @@ class TraceCollector:
         self._bytes = 0
         return [self._report(trace_id, h) for trace_id, h in held]
 
+    def _add_turn(self, held: _Held, turn: Turn) -> bool:
+        if turn.span_id in held.turn_ids:
+            self.duplicates += 1
+            return False
+        held.turn_ids.add(turn.span_id)
+        if turn.results:
+            # Each input repeats every earlier result: each result is kept once, with the earliest input that has
+            # it (whatever order the spans arrive in); the turn keeps only that its input was recorded.
+            first = held.results
+            key = (turn.start_ns, turn.span_id)
+            for call_id, result in turn.results:
+                known = first.get(call_id)
+                if known is None:
+                    first[call_id] = (key, result)
+                    self._bytes += 64 + (len(result) if isinstance(result, str) else 256)
+                elif key < known[0]:
+                    first[call_id] = (key, result)
+            turn = turn._replace(results=())
+        held.turns.append(turn)
+        self._bytes += _turn_bytes(turn)
+        return True
+
+    def _drop_messages(self, held: _Held) -> None:
+        # A trace with a tool span reads its calls there: the model turns keep only their usage.
+        if held.results or any(t.calls or t.history for t in held.turns):
+            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
+            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
+            held.turns = [t._replace(calls=(), results=None, history=()) for t in held.turns]
+            held.results = {}
+            self._bytes += sum(_turn_bytes(t) for t in held.turns)
+
     def _release_oldest(self) -> list[TraceReport]:
         out = []
         while self._bytes > self._max_bytes and self._held:
             trace_id, held = self._held.popitem(last=False)
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
+            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
+            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
             self.early_releases += 1
             self._released[trace_id] = None
             if len(self._released) > _MAX_RELEASED_IDS:
@@ -235,6 +327,20 @@ class TraceCollector:
         judge = held.judge
         if judge is None:
             judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
+        if held.turns:
+            turns = TurnJudge(derive=not held.tools)
+            if held.results:
+                by_turn: dict[int, list[tuple[str, Any]]] = {}
+                for call_id, ((_, span_id), result) in held.results.items():
+                    by_turn.setdefault(span_id, []).append((call_id, result))
+                held.turns = [t._replace(results=tuple(by_turn.get(t.span_id, ()))) if t.results is not None else t
+                              for t in held.turns]
+            for turn in sorted(held.turns, key=_TURN_ORDER):
+                for step in turns.add(turn):
+                    judge.add(step)
+            for step in turns.finish():
+                judge.add(step)
+            held.unread.derived(turns.derived)
         observed_at = self._observed_at
         if observed_at is None and held.max_end_ns:
             observed_at = held.max_end_ns * 1e-9
@@ -247,4 +353,8 @@ class TraceCollector:
             source += " and more"
         best = held.best
         attributes = {name: best[name][1] for name in self._group_by if name in best} if best else None
-        return judge.report(source, f"{trace_id:032x}", attributes=attributes)
+        report = judge.report(source, f"{trace_id:032x}", attributes=attributes)
+        causes = held.unread.causes()
+        if causes:
+            report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+        return report

@@ -302,6 +302,8 @@ class TraceReport:
             memory bound forced it out early or its kept steps outgrew their budget.
         failed_calls: tool calls that failed.
         duplicates: spans of the trace delivered more than once (counted once).
+        unread: why spans that look like an agent's could not be read as tool calls (JSON objects with
+            ``reason``, ``keys``, ``spans``, ``message``; filled in by the conventions layer).
     """
 
     source: str
@@ -318,6 +320,7 @@ class TraceReport:
     partial: bool = False
     failed_calls: int = 0
     duplicates: int = 0
+    unread: tuple[dict[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object ``otel-loopguard audit --json`` prints for this trace."""
@@ -339,6 +342,8 @@ class TraceReport:
             if self.cost.unpriced_tokens:
                 out["unpriced_tokens"] = self.cost.unpriced_tokens
                 out["unpriced_models"] = sorted(self.cost.unpriced_models)
+        if self.unread:
+            out["unread"] = [dict(u) for u in self.unread]
         return out
 
 

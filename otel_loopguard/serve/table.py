@@ -40,8 +40,8 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
     is_mcp_client,
-    llm_usage,
 )
+from ..conventions.model_calls import TurnJudge
 from ..conventions.span import SpanRecord
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
@@ -164,6 +164,7 @@ class _Trace:
         "tool_ids",
         "trace_id",
         "tracked",
+        "turns",
     )
 
     def __init__(self, trace_id: int, engine: LoopEngine) -> None:
@@ -179,6 +180,9 @@ class _Trace:
         # Set when late spans reopen a finished trace: its final re-evaluation must not stay in the history.
         self.reopened = False
         self.tracked = False
+        # One model call counts once (two spans of one call: the SDK's own beside an instrumentation's, ADK's
+        # call_llm around generate_content); tool calls are not derived from model spans here yet.
+        self.turns = TurnJudge(derive=False)
 
 
 def _event_key(obs: Observation) -> tuple[Any, ...]:
@@ -350,8 +354,11 @@ class TraceTable:
                                        conversation_id(attrs),
                                        span.end_ns))
             elif role == ROLE_LLM:
-                usage = llm_usage(attrs)
-                if usage is not None:
+                turn = extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                            span.end_ns, messages=False)
+                counted = trace.turns.add(turn) if turn is not None else []
+                if counted and counted[-1].usage is not None:
+                    usage = (counted[-1].model, counted[-1].usage)
                     new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, None,
                                            False, usage, extractor.agent_name(attrs, name=span.name),
                                            conversation_id(attrs), span.end_ns))

@@ -16,12 +16,19 @@ from typing import Any
 
 import pytest
 
+from otel_loopguard.conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
 from otel_loopguard.conventions.nesting import CONVENTION_NESTING
 from otel_loopguard.conventions.traces import StepReader
 from otel_loopguard.core.judge import join_nested
 from otel_loopguard.core.model import ToolCall
 from otel_loopguard.otlp.read import read_spans
-from tests.support.scenario_expectations import CLOSING_CALL_SOURCES, NO_CONTENT_SOURCES, Row, manifest_rows
+from tests.support.scenario_expectations import (
+    CLOSING_CALL_SOURCES,
+    NO_CONTENT_SOURCES,
+    Row,
+    expected,
+    manifest_rows,
+)
 
 GENERATE = Path(__file__).resolve().parents[1] / "fixtures" / "generate"
 sys.path.insert(0, str(GENERATE))
@@ -37,9 +44,21 @@ TABLE_ROWS = [r for r in ROWS if not r.source.startswith("langgraph_") or r.sour
 
 
 def _calls(path: Path) -> list[ToolCall]:
-    """The calls read from a file, in start order, nested spans of one call joined as the judge joins them."""
+    """The calls read from a file, in start order, nested spans of one call joined as the judge joins them; without
+    a tool span, the calls derived from the model spans (in end order, as audit derives them)."""
     reader = StepReader()
-    steps = [s for s in map(reader.step, read_spans(str(path))) if s is not None and s.call is not None]
+    steps, turns = [], []
+    for item in map(reader.read, read_spans(str(path))):
+        if isinstance(item, Turn):
+            turns.append(item)
+        elif item is not None and item.call is not None:
+            steps.append(item)
+    if not steps:
+        derive = TurnJudge()
+        for turn in sorted(turns, key=lambda t: (t.end_ns, t.start_ns, t.span_id)):
+            steps += [s for s in derive.add(turn) if s.call is not None]
+        steps += derive.finish()
+        assert all(s.origin == ORIGIN_DERIVED for s in steps)
     steps.sort(key=lambda s: (s.start_ns, s.end_ns, s.span_id))
     return [s.call for s in join_nested(steps, CONVENTION_NESTING) if s.call is not None]
 
@@ -84,7 +103,9 @@ def _scripted_results(scenario: str) -> list[str | None]:
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_tool_names_are_the_recorded_calls(row: Row) -> None:
     """The calls read, in start order, name the tools the manifest lists (and nothing else is read as a call)."""
-    assert [c.tool for c in _calls(row.path)] == list(row.tool_calls)
+    # Nothing readable (content off or in log records): no call, and the trace says so (test_fixture_verdicts).
+    want = list(row.tool_calls) if expected(row.source, row.scenario).steps else []
+    assert [c.tool for c in _calls(row.path)] == want
 
 
 @pytest.mark.parametrize("row", [r for r in TABLE_ROWS if r.scenario in SCENARIOS], ids=lambda r: r.id)
@@ -96,6 +117,9 @@ def test_arguments_and_results_are_the_scripted_ones(row: Row) -> None:
     """
     scenario = SCENARIOS[row.scenario]
     calls = _calls(row.path)
+    if not expected(row.source, row.scenario).steps:
+        assert calls == []
+        return
     if row.source in CLOSING_CALL_SOURCES:
         calls = calls[:-1]  # the framework's own final_answer / finish
     assert len(calls) == len(scenario.calls)

@@ -33,7 +33,16 @@ def test_audit_says_what_the_scenario_says(row: Row, capsys: pytest.CaptureFixtu
     """Loops stuck with their period (nudge, then stop), pagination and healthy runs working, unrecorded content
     uncertain and never stuck, failures that end in a result never stuck."""
     want = expected(row.source, row.scenario)
-    assert want.steps == len(row.tool_calls), "the hand-derived count disagrees with the recording"
+    if "tool_calls_read_from" in row.row:
+        # Model-client sources: the recording's own check says which calls its spans hold ("log records": none).
+        readable = row.row["tool_calls_read_back"] if row.row["tool_calls_read_from"] == "spans" else []
+        if row.source == "litellm_parent_span":
+            # The user's span, overwritten call after call: what the check reads back is an earlier call's stale
+            # function_call beside the final answer (fixtures README), not a call of its own.
+            readable = []
+        assert want.steps == len(readable), "the hand-derived count disagrees with the recording"
+    else:
+        assert want.steps == len(row.tool_calls), "the hand-derived count disagrees with the recording"
     want.check(_audit(row, capsys))
 
 

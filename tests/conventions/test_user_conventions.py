@@ -45,6 +45,8 @@ def _in_house(doc: dict[str, Any]) -> dict[str, Any]:
             for span in ss["spans"]:
                 attrs = {a["key"]: a["value"] for a in span.get("attributes", [])}
                 if attrs.get("gen_ai.operation.name") != _s("execute_tool"):
+                    # The in-house model client records no messages (else the calls would be read from them).
+                    span["attributes"] = [a for a in span.get("attributes", []) if not a["key"].endswith(".messages")]
                     continue
                 args = json.loads(attrs["gen_ai.tool.call.arguments"]["stringValue"])
                 new = [{"key": "acme.kind", "value": _s("tool-call")},
@@ -88,6 +90,7 @@ def test_an_in_house_framework_is_read_through_its_convention(
 
     _, [bare], _ = _audit(capsys, str(trace))
     assert bare["steps_used"] == 0
+    assert [u["reason"] for u in bare["unread"]] == ["no_tool_calls"]
 
 
 def test_the_convention_reads_each_part_where_it_says(tmp_path: Path) -> None:

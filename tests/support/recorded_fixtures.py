@@ -14,7 +14,7 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
 #: The folders of recorded traces (each with its MANIFEST-*.json files).
-FIXTURE_DIRS = (FIXTURES, FIXTURES / "js")
+FIXTURE_DIRS = (FIXTURES, FIXTURES / "js", FIXTURES / "model_spans")
 
 JUDGED_SOURCES = (
     # Python agent frameworks (otlp/)
@@ -47,12 +47,36 @@ JUDGED_SOURCES = (
 )
 
 
-#: Sources that ``audit`` reads right (its trace judge joins nested spans of one call) and the processor and
-#: ``serve`` do not yet (they join only MCP client spans until they judge with the conventions' nesting): the
-#: AutoGen OpenInference TOOL span around each native ``execute_tool`` span.
-AUDIT_ONLY_SOURCES = ("autogen_openinference",)
+#: Sources that ``audit`` reads right and the processor and ``serve`` do not yet: the AutoGen OpenInference TOOL
+#: span around each native ``execute_tool`` span (they join only MCP client spans until they judge with the
+#: conventions' nesting), and applications instrumented only at the model client (``otlp/model_spans``: they derive
+#: no tool call from model spans until they feed model turns to ``TurnJudge``).
+MODEL_SPAN_SOURCES = (
+    "anthropic_genai",
+    "anthropic_openinference",
+    "anthropic_sdk",
+    "anthropic_traceloop",
+    "anthropic_traceloop_0_53",
+    "litellm_parent_span",
+    "litellm_request_span",
+    "litellm_request_span_latest",
+    "openai_genai_event",
+    "openai_genai_span",
+    "openai_openinference",
+    "openai_traceloop",
+    "openai_traceloop_0_54",
+    "openai_v2_event",
+    "openai_v2_legacy",
+    "openai_v2_span",
+)
+AUDIT_ONLY_SOURCES = ("autogen_openinference", *MODEL_SPAN_SOURCES)
 
 
-def judged_fixture_files() -> list[Path]:
+def judged_fixture_files(sources: tuple[str, ...] = JUDGED_SOURCES) -> list[Path]:
     """The fixture files (``<source>__<scenario>.json``) of the judged sources, sorted by folder and name."""
-    return [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json")) if p.stem.split("__", 1)[0] in JUDGED_SOURCES]
+    return [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json")) if p.stem.split("__", 1)[0] in sources]
+
+
+def audited_fixture_files() -> list[Path]:
+    """The fixture files ``audit`` judges right: those of every judged source, audit-only ones included."""
+    return judged_fixture_files(JUDGED_SOURCES + AUDIT_ONLY_SOURCES)
