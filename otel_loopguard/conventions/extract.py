@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from ..core.cache import BoundedCache
 from ..core.config import DEFAULT_REDACTED_VALUES, LoopGuardConfig, RedactedValue
 from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
@@ -154,7 +155,7 @@ class _Table:
         self._has_keys = tuple(has)
         self._name_prefixes = tuple(prefixes)
         self._name_equals = tuple(equals)
-        self._cache: dict[Any, _Hit] = {}
+        self._cache: BoundedCache[Any, _Hit] = BoundedCache(_CLASSIFY_CACHE)
         self._last: tuple[Any, str, _Hit] | None = None
         keys = {_marker(r.conditions) for r in rows}
         keys |= {_marker(c) for c, _ in _AGENT_ROWS}
@@ -180,10 +181,7 @@ class _Table:
             hit = self._scan(attrs, name)
         else:
             if hit is None:
-                hit = self._scan(attrs, name)
-                if len(cache) >= _CLASSIFY_CACHE:
-                    cache.clear()
-                cache[key] = hit
+                hit = cache.put(key, self._scan(attrs, name))
         # Callers ask about one span several times in a row (its role, then its call): keep the last answer, with
         # a reference to the attributes so their id cannot be reused meanwhile.
         self._last = (attrs, name, hit)
@@ -409,8 +407,8 @@ class Extractor:
     def __init__(self, max_bytes: int = 65_536, *, redacted_values: Iterable[RedactedValue] = DEFAULT_REDACTED_VALUES,
                  conventions: Iterable[Convention] = ()) -> None:
         self._max_bytes = max_bytes
-        self._json_cache: dict[str, Any] = {}
-        self._unwrap_cache: dict[tuple[str, str], Any] = {}
+        self._json_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
+        self._unwrap_cache: BoundedCache[tuple[str, str], Any] = BoundedCache(_CACHE_ENTRIES)
         self._placeholders = _Placeholders(redacted_values)
         user = tuple(_Row(c) for c in conventions)
         self._table = _Table(user + _BUILTIN_ROWS) if user else _Table(_BUILTIN_ROWS)
@@ -680,11 +678,7 @@ class Extractor:
         hit = cache.get(text, cache)
         if hit is not cache:
             return hit
-        value = _loads(text)
-        if len(cache) >= _CACHE_ENTRIES:
-            cache.clear()
-        cache[text] = value
-        return value
+        return cache.put(text, _loads(text))
 
     def _parsed_or_none(self, text: str) -> Any:
         value = self._parse(text)
@@ -701,10 +695,8 @@ class Extractor:
             if hit is not _MISSING:
                 return value if hit is None else hit
             inner = unwrap(value, self._parsed_or_none)
-            if len(cache) >= _CACHE_ENTRIES:
-                cache.clear()
             # None marks "not in this envelope", so the caller keeps the very object it passed.
-            cache[key] = None if inner is value else inner
+            cache.put(key, None if inner is value else inner)
             return inner
         return unwrap(value, self._parsed_or_none)
 

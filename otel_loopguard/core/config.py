@@ -4,6 +4,11 @@ Precedence, most explicit first: keyword arguments, then the TOML file, then the
 environment, then defaults. A bad argument or file value raises
 :class:`ConfigError`; a bad environment value warns and falls back, because an
 environment is shared with code the user does not control.
+
+Each setting is stated once, as a field: its default, its check and how the environment spells it. The TOML keys
+are the field names, the environment variable of a setting ``x`` is ``LOOPGUARD_X`` (all of them are listed in
+:mod:`.environment_variables`), and the tables (``[retry]``, ``[lease]``, ``[prices.*]``, ``[tools.*]``) take the
+fields of their classes.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ import math
 import os
 import secrets
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
+from . import environment_variables as ev
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,6 +52,19 @@ DEFAULT_RETRYABLE_ERRORS: tuple[str, ...] = (
     "connectionerror", "connection reset",
 )
 
+#: Error classes that retrying cannot fix (permission, authentication, not found, invalid argument), matched
+#: case-insensitively as substrings: Python's and the model SDKs' exception names, gRPC status names, HTTP codes.
+#: A stuck cycle in which every call failed with one of them is never delayed by hysteresis.
+DEFAULT_PERMANENT_ERRORS: tuple[str, ...] = (
+    "permission", "forbidden", "accessdenied", "access denied", "403",
+    "authentication", "unauthenticated", "unauthorized", "401",
+    "notfound", "not_found", "not found", "nosuch", "404",
+    "invalidargument", "invalid_argument", "invalid argument", "validationerror", "badrequest", "bad request",
+    "unprocessable", "valueerror", "typeerror", "400", "422",
+)
+
+#: The version stamps ``versions`` accepts (``LOOPGUARD_VERSION_<KEY>`` each).
+VERSION_KEYS: tuple[str, ...] = ("prompt", "tools", "model", "harness")
 
 @dataclass(frozen=True)
 class RedactedValue:
@@ -69,40 +88,33 @@ class RedactedValue:
 
 
 #: Placeholders instrumentations write instead of content they do not record: OpenInference's ``hide_inputs``,
-#: strands' and Mastra's redaction, ADK's legacy schema with content capture off.
+#: strands' and Mastra's redaction, ADK's legacy schema with content capture off (only in its content attributes).
 DEFAULT_REDACTED_VALUES: tuple[RedactedValue, ...] = (
     RedactedValue("__REDACTED__"),
     RedactedValue("[REDACTED]"),
     RedactedValue("{}", ("gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response")),
 )
 
-
-def _redacted_values(value: Any) -> tuple[RedactedValue, ...]:
-    if isinstance(value, (str, Mapping)) or not isinstance(value, (list, tuple, frozenset, set)):
-        raise ConfigError(f"redacted_values must be a list of strings or {{value, attributes}} tables, got {value!r}")
-    out = []
-    for item in value:
-        if isinstance(item, RedactedValue):
-            out.append(item)
-        elif isinstance(item, str):
-            out.append(RedactedValue(item))
-        elif isinstance(item, Mapping):
-            _check_keys("redacted_values entry", item, ("value", "attributes"))
-            if "value" not in item:
-                raise ConfigError(f"redacted_values: an entry needs a value, got {dict(item)!r}")
-            attributes = item.get("attributes", ())
-            if isinstance(attributes, str) or not isinstance(attributes, (list, tuple)):
-                raise ConfigError(f"redacted_values: attributes must be a list of strings, got {attributes!r}")
-            out.append(RedactedValue(item["value"], tuple(attributes)))
-        else:
-            raise ConfigError(f"redacted_values: an entry must be a string or a {{value, attributes}} table, "
-                              f"got {item!r}")
-    return tuple(out)
+# Per-tool keys that exist only at the top level: what they mean is per trace.
+_TRACE_ONLY = ("window", "max_period", "repeat_limit")
 
 
 def normalize_key(key: str) -> str:
     """Fold an argument name for volatile-key matching (case, ``_`` and ``-`` ignored)."""
     return key.lower().replace("_", "").replace("-", "")
+
+
+def parse_bool(raw: str) -> bool:
+    """Parse a boolean environment value (true/false, 1/0, yes/no, on/off)."""
+    folded = raw.strip().lower()
+    if folded in ("1", "true", "yes", "on"):
+        return True
+    if folded in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+# -- checks: each takes the setting's name and value, returns the value to keep or raises ConfigError ------------
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -111,12 +123,161 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
-def _non_negative_float(name: str, value: Any, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
+def _non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _non_negative(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
-    return float(value)
+    return value
+
+
+def _optional_non_negative(name: str, value: Any) -> Any:
+    return None if value is None else _non_negative(name, value)
+
+
+def _positive(name: str, value: Any) -> Any:
+    if not _non_negative(name, value):
+        raise ConfigError(f"{name} must be positive, got {value!r}")
+    return value
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)) or not all(
+        isinstance(item, str) for item in value
+    ):
+        raise ConfigError(f"{name} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _lower_strings(name: str, value: Any) -> tuple[str, ...]:
+    return tuple(item.lower() for item in _strings(name, value))
+
+
+def _folded_keys(name: str, value: Any) -> frozenset[str]:
+    return frozenset(normalize_key(item) for item in _strings(name, value))
+
+
+def _signature_key(name: str, value: Any) -> bytes | None:
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    if value is not None and (not isinstance(value, bytes) or len(value) < 16):
+        raise ConfigError(f"{name} must be at least 16 bytes")
+    return value
+
+
+def _versions(name: str, value: Any) -> Mapping[str, str]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name} must be a table of strings, got {value!r}")
+    unknown = set(value) - set(VERSION_KEYS)
+    if unknown:
+        raise ConfigError(f"{name} accepts {', '.join(VERSION_KEYS)}; got {sorted(unknown)}")
+    return MappingProxyType({k: str(v) for k, v in value.items()})
+
+
+def _instance_of(kind: type) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise ConfigError(f"{name} must be a {kind.__name__}, got {value!r}")
+        return value
+
+    return check
+
+
+def _mapping_of(kind: type) -> Callable[[str, Any], Mapping[str, Any]]:
+    def check(name: str, value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name} must be a mapping of {kind.__name__}, got {value!r}")
+        for k, v in value.items():
+            if not isinstance(v, kind):
+                raise ConfigError(f"{name}[{k!r}] must be a {kind.__name__}, got {v!r}")
+        return MappingProxyType(dict(value))
+
+    return check
+
+
+def _redacted_values(name: str, value: Any) -> tuple[RedactedValue, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ConfigError(f"{name} must be a list of strings or {{value, attributes}} tables, got {value!r}")
+    out = []
+    for item in value:
+        if isinstance(item, RedactedValue):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(RedactedValue(item))
+        elif isinstance(item, Mapping):
+            _check_keys(f"{name} entry", item, ("value", "attributes"))
+            if "value" not in item:
+                raise ConfigError(f"{name}: an entry needs a value, got {dict(item)!r}")
+            attributes = item.get("attributes", ())
+            if isinstance(attributes, str) or not isinstance(attributes, (list, tuple)):
+                raise ConfigError(f"{name}: attributes must be a list of strings, got {attributes!r}")
+            out.append(RedactedValue(item["value"], tuple(attributes)))
+        else:
+            raise ConfigError(f"{name}: an entry must be a string or a {{value, attributes}} table, got {item!r}")
+    return tuple(out)
+
+
+def _convention_tables(name: str, value: Any) -> Mapping[str, Mapping[str, Any]]:
+    # Only the shape: the conventions layer validates each table (otel_loopguard.conventions.user).
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, Mapping)
+                                                 for k, v in value.items()):
+        raise ConfigError(f"{name} must be [conventions.NAME] tables, got {value!r}")
+    return MappingProxyType(dict(value))
+
+
+# -- environment spellings ------------------------------------------------------------------------------------------
+
+
+def _extendable(defaults: Any, kind: Callable[[Any], Any]) -> Callable[[str], Any]:
+    """A comma-separated list; a leading ``+`` extends ``defaults`` instead of replacing them."""
+
+    def parse(raw: str) -> Any:
+        items = [item.strip() for item in raw.lstrip("+").split(",") if item.strip()]
+        if raw.startswith("+"):
+            return kind([*defaults, *items])
+        return kind(items)
+
+    return parse
+
+
+def _text(raw: str) -> str:
+    return raw
+
+
+# -- fields -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setting:
+    check: Callable[[str, Any], Any]
+    env: Callable[[str], Any] | None
+
+
+def _setting(default: Any = dataclasses.MISSING, *, check: Callable[[str, Any], Any],
+             env: Callable[[str], Any] | None = None, factory: Any = dataclasses.MISSING) -> Any:
+    """A field with its check and its environment spelling (None: not read from the environment)."""
+    return dataclasses.field(default=default, default_factory=factory, metadata={"setting": _Setting(check, env)})
+
+
+def _check_fields(obj: Any, prefix: str = "") -> None:
+    """Run every field's check, keeping the value it returns (lists become tuples, mappings read-only)."""
+    for f in dataclasses.fields(obj):
+        setting = f.metadata.get("setting")
+        if setting is not None:
+            value = getattr(obj, f.name)
+            checked = setting.check(prefix + f.name, value)
+            if checked is not value:
+                object.__setattr__(obj, f.name, checked)
 
 
 @dataclass(frozen=True)
@@ -131,23 +292,17 @@ class RetryPolicy:
         tolerance: fraction by which an observed gap may fall short of the expected one.
     """
 
-    errors: tuple[str, ...] = DEFAULT_RETRYABLE_ERRORS
-    max_attempts: int = 3
-    interval_seconds: float = 1.0
-    backoff_rate: float = 2.0
-    tolerance: float = 0.2
+    errors: tuple[str, ...] = _setting(DEFAULT_RETRYABLE_ERRORS, check=_lower_strings)
+    max_attempts: int = _setting(3, check=_non_negative_int)
+    interval_seconds: float = _setting(1.0, check=_non_negative)
+    backoff_rate: float = _setting(2.0, check=_non_negative)
+    tolerance: float = _setting(0.2, check=_non_negative)
 
     def __post_init__(self) -> None:
-        if isinstance(self.errors, str) or not all(isinstance(e, str) for e in self.errors):
-            raise ConfigError(f"retry.errors must be a list of strings, got {self.errors!r}")
-        object.__setattr__(self, "errors", tuple(e.lower() for e in self.errors))
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 0:
-            raise ConfigError(f"retry.max_attempts must be a non-negative integer, got {self.max_attempts!r}")
-        _non_negative_float("retry.interval_seconds", self.interval_seconds)
-        if _non_negative_float("retry.backoff_rate", self.backoff_rate) < 1.0:  # type: ignore[operator]
+        _check_fields(self, "retry.")
+        if self.backoff_rate < 1.0:
             raise ConfigError(f"retry.backoff_rate must be >= 1, got {self.backoff_rate!r}")
-        tol = _non_negative_float("retry.tolerance", self.tolerance)
-        if tol is not None and tol >= 1:
+        if self.tolerance >= 1:
             raise ConfigError(f"retry.tolerance must be in [0, 1), got {self.tolerance!r}")
 
     def is_retryable(self, error: str) -> bool:
@@ -169,78 +324,56 @@ class LeasePolicy:
         max_renewals: how many times a lease may be extended before it stops explaining repetition.
     """
 
-    max_renewals: int = 3
+    max_renewals: int = _setting(3, check=_non_negative_int)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_renewals, bool) or not isinstance(self.max_renewals, int) or self.max_renewals < 0:
-            raise ConfigError(f"lease.max_renewals must be a non-negative integer, got {self.max_renewals!r}")
+        _check_fields(self, "lease.")
 
 
 @dataclass(frozen=True)
 class Prices:
     """USD per million tokens for one model."""
 
-    input: float
-    output: float
-    cache_read: float = 0.0
-    cache_write: float = 0.0
+    input: float = _setting(check=_non_negative)
+    output: float = _setting(check=_non_negative)
+    cache_read: float = _setting(0.0, check=_non_negative)
+    cache_write: float = _setting(0.0, check=_non_negative)
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            _non_negative_float(f"prices.{f.name}", getattr(self, f.name))
+        _check_fields(self, "prices.")
 
 
-_DETECTOR_SETTINGS = ("window", "max_period", "min_repetitions", "frequency_limit", "repeat_limit")
+def _optional_positive_int(name: str, value: Any) -> int | None:
+    return None if value is None else _positive_int(name, value)
+
+
+def _optional_retry(name: str, value: Any) -> RetryPolicy | None:
+    return None if value is None else _instance_of(RetryPolicy)(name, value)
 
 
 @dataclass(frozen=True)
 class ToolSettings:
     """Per-tool overrides.
 
+    The window, the longest period and the step audit's repeat limit are per trace, so they are set at the top
+    level only (a tool table that names one is an error).
+
     Args:
         exempt: calls of this tool are counted as steps but never judged as repetition.
         ignore_args: argument names removed from this tool's signature (besides the volatile keys).
-        min_repetitions, frequency_limit, repeat_limit: detector thresholds for repetitions of this tool.
-        window, max_period: accepted for symmetry with the top level; the window is per trace, so these only
-            take effect through the top-level values.
+        min_repetitions: cycles a periodic suffix containing this tool must hold (the largest of the cycle's tools).
+        frequency_limit: calls of one signature of this tool in the window that count as repetition.
         retry: a retry policy for this tool instead of the top-level one.
     """
 
-    exempt: bool = False
-    ignore_args: frozenset[str] = frozenset()
-    window: int | None = None
-    max_period: int | None = None
-    min_repetitions: int | None = None
-    frequency_limit: int | None = None
-    repeat_limit: int | None = None
-    retry: RetryPolicy | None = None
+    exempt: bool = _setting(False, check=_flag)
+    ignore_args: frozenset[str] = _setting(frozenset(), check=_folded_keys)
+    min_repetitions: int | None = _setting(None, check=_optional_positive_int)
+    frequency_limit: int | None = _setting(None, check=_optional_positive_int)
+    retry: RetryPolicy | None = _setting(None, check=_optional_retry)  # noqa: RUF009 - a dataclasses.field
 
     def __post_init__(self) -> None:
-        if not isinstance(self.exempt, bool):
-            raise ConfigError(f"tools.exempt must be true or false, got {self.exempt!r}")
-        if isinstance(self.ignore_args, str):
-            raise ConfigError(f"tools.ignore_args must be a list of names, got {self.ignore_args!r}")
-        object.__setattr__(self, "ignore_args", frozenset(normalize_key(k) for k in self.ignore_args))
-        for name in _DETECTOR_SETTINGS:
-            value = getattr(self, name)
-            if value is not None:
-                _positive_int(f"tools.{name}", value)
-
-
-_INT_SETTINGS = {
-    "window": 10,
-    "max_period": 3,
-    "min_repetitions": 3,
-    "frequency_limit": 3,
-    "repeat_limit": 3,
-    "max_steps": 200,
-    "hysteresis": 1,
-    "stop_after": 1,
-    "max_nudges": 1,
-    "max_traces": 10_000,
-    "max_tool_names": 100,
-    "max_argument_bytes": 65_536,
-}
+        _check_fields(self, "tools.")
 
 
 @dataclass(frozen=True)
@@ -255,7 +388,9 @@ class LoopGuardConfig:
         repeat_limit: seed-000 maximal runs of identical calls at least this long are violations.
         max_steps: a trace with more tool calls than this exceeds the step budget (stop).
         max_cost_usd: a trace whose model usage costs more than this exceeds the cost budget (stop); None = no limit.
-        hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``.
+        hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``;
+            never applied to a budget or to a cycle in which every call failed with a permanent error.
+        permanent_errors: error classes that retrying cannot fix, matched case-insensitively as substrings.
         stop_after: calls that stay ``stuck`` after a nudge before the run is stopped.
         max_nudges: nudges per trace; a trace that gets stuck again after them is stopped.
         volatile_keys: argument names (folded, see :func:`normalize_key`) removed at any depth before comparing.
@@ -280,34 +415,39 @@ class LoopGuardConfig:
         ConfigError: a value is out of range or of the wrong type; the message names the setting.
     """
 
-    window: int = 10
-    max_period: int = 3
-    min_repetitions: int = 3
-    frequency_limit: int = 3
-    repeat_limit: int = 3
-    max_steps: int = 200
-    max_cost_usd: float | None = None
-    hysteresis: int = 1
-    stop_after: int = 1
-    max_nudges: int = 1
-    volatile_keys: frozenset[str] = DEFAULT_VOLATILE_KEYS
-    signature_key: bytes | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    lease: LeasePolicy = field(default_factory=LeasePolicy)
-    prices: Mapping[str, Prices] = field(default_factory=dict)
-    tools: Mapping[str, ToolSettings] = field(default_factory=dict)
-    versions: Mapping[str, str] = field(default_factory=dict)
-    max_traces: int = 10_000
-    trace_ttl_seconds: float = 3600.0
-    max_tool_names: int = 100
-    max_argument_bytes: int = 65_536
-    per_conversation: bool = False
-    redacted_values: tuple[RedactedValue, ...] = DEFAULT_REDACTED_VALUES
-    conventions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    window: int = _setting(10, check=_positive_int, env=int)
+    max_period: int = _setting(3, check=_positive_int, env=int)
+    min_repetitions: int = _setting(3, check=_positive_int, env=int)
+    frequency_limit: int = _setting(3, check=_positive_int, env=int)
+    repeat_limit: int = _setting(3, check=_positive_int, env=int)
+    max_steps: int = _setting(200, check=_positive_int, env=int)
+    max_cost_usd: float | None = _setting(None, check=_optional_non_negative, env=float)
+    hysteresis: int = _setting(1, check=_positive_int, env=int)
+    permanent_errors: tuple[str, ...] = _setting(
+        DEFAULT_PERMANENT_ERRORS, check=_lower_strings, env=_extendable(DEFAULT_PERMANENT_ERRORS, tuple))
+    stop_after: int = _setting(1, check=_positive_int, env=int)
+    max_nudges: int = _setting(1, check=_positive_int, env=int)
+    volatile_keys: frozenset[str] = _setting(
+        DEFAULT_VOLATILE_KEYS, check=_folded_keys, env=_extendable(DEFAULT_VOLATILE_KEYS, frozenset))
+    signature_key: bytes | None = _setting(None, check=_signature_key, env=_text)
+    retry: RetryPolicy = _setting(factory=RetryPolicy, check=_instance_of(RetryPolicy))  # noqa: RUF009 - a dataclasses.field
+    lease: LeasePolicy = _setting(factory=LeasePolicy, check=_instance_of(LeasePolicy))  # noqa: RUF009 - a dataclasses.field
+    prices: Mapping[str, Prices] = _setting(factory=dict, check=_mapping_of(Prices))
+    tools: Mapping[str, ToolSettings] = _setting(factory=dict, check=_mapping_of(ToolSettings))
+    # From LOOPGUARD_VERSION_<KEY>, one variable per key (see _from_env).
+    versions: Mapping[str, str] = _setting(factory=dict, check=_versions)
+    max_traces: int = _setting(10_000, check=_positive_int, env=int)
+    trace_ttl_seconds: float = _setting(3600.0, check=_positive, env=float)
+    max_tool_names: int = _setting(100, check=_positive_int, env=int)
+    max_argument_bytes: int = _setting(65_536, check=_positive_int, env=int)
+    per_conversation: bool = _setting(False, check=_flag, env=parse_bool)
+    redacted_values: tuple[RedactedValue, ...] = _setting(
+        DEFAULT_REDACTED_VALUES, check=_redacted_values, env=_extendable(DEFAULT_REDACTED_VALUES, tuple))
+    conventions: Mapping[str, Mapping[str, Any]] = _setting(factory=dict, check=_convention_tables)
 
     def __post_init__(self) -> None:
-        for name in _INT_SETTINGS:
-            _positive_int(name, getattr(self, name))
+        _check_fields(self)
+        # Rules that tie settings together.
         if self.min_repetitions < 2:
             raise ConfigError(f"min_repetitions must be at least 2, got {self.min_repetitions!r}")
         if self.frequency_limit < 2:
@@ -319,41 +459,16 @@ class LoopGuardConfig:
             )
         if self.frequency_limit > self.window:
             raise ConfigError(f"frequency_limit ({self.frequency_limit}) cannot exceed window ({self.window})")
-        _non_negative_float("max_cost_usd", self.max_cost_usd, allow_none=True)
-        ttl = _non_negative_float("trace_ttl_seconds", self.trace_ttl_seconds)
-        if not ttl:
-            raise ConfigError(f"trace_ttl_seconds must be positive, got {self.trace_ttl_seconds!r}")
-        if not isinstance(self.per_conversation, bool):
-            raise ConfigError(f"per_conversation must be true or false, got {self.per_conversation!r}")
-        if isinstance(self.volatile_keys, str) or not all(isinstance(k, str) for k in self.volatile_keys):
-            raise ConfigError(f"volatile_keys must be a list of strings, got {self.volatile_keys!r}")
-        object.__setattr__(self, "volatile_keys", frozenset(normalize_key(k) for k in self.volatile_keys))
-        key = self.signature_key
-        if isinstance(key, str):
-            key = key.encode("utf-8")
-        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
-            raise ConfigError("signature_key must be at least 16 bytes")
-        object.__setattr__(self, "signature_key", key)
-        for label, mapping, kind in (("prices", self.prices, Prices), ("tools", self.tools, ToolSettings)):
-            for k, v in mapping.items():
-                if not isinstance(v, kind):
-                    raise ConfigError(f"{label}[{k!r}] must be a {kind.__name__}, got {v!r}")
-            object.__setattr__(self, label, MappingProxyType(dict(mapping)))
-        unknown = set(self.versions) - {"prompt", "tools", "model", "harness"}
-        if unknown:
-            raise ConfigError(f"versions accepts prompt, tools, model, harness; got {sorted(unknown)}")
-        object.__setattr__(self, "versions", MappingProxyType({k: str(v) for k, v in self.versions.items()}))
-        object.__setattr__(self, "redacted_values", _redacted_values(self.redacted_values))
-        if not isinstance(self.conventions, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, Mapping) for k, v in self.conventions.items()
-        ):
-            raise ConfigError(f"conventions must be [conventions.NAME] tables, got {self.conventions!r}")
-        object.__setattr__(self, "conventions", MappingProxyType(dict(self.conventions)))
 
     @property
     def digest_key(self) -> bytes:
         """The HMAC key for emitted digests (the configured one, else this process's random key)."""
         return self.signature_key or _PROCESS_KEY
+
+    def is_permanent(self, error: str) -> bool:
+        """Whether ``error`` names an error class that retrying cannot fix."""
+        folded = error.lower()
+        return any(pattern in folded for pattern in self.permanent_errors)
 
     def for_tool(self, tool: str) -> ToolSettings | None:
         """The overrides for ``tool``, or None."""
@@ -379,8 +494,8 @@ class LoopGuardConfig:
         """
         env = os.environ if environ is None else environ
         from_env: dict[str, Any] = _from_env(env)
-        if path is None and env.get("LOOPGUARD_CONFIG"):
-            path = env["LOOPGUARD_CONFIG"]
+        if path is None and env.get(ev.LOOPGUARD_CONFIG):
+            path = env[ev.LOOPGUARD_CONFIG]
         explicit: dict[str, Any] = _from_toml(path) if path is not None else {}
         explicit.update(overrides)
         try:
@@ -391,7 +506,7 @@ class LoopGuardConfig:
             env_only = {k: v for k, v in from_env.items() if k not in explicit}
             if not env_only:
                 raise
-        # An environment value that passed its own type check can still break a rule
+        # An environment value that passed its own check can still break a rule
         # (frequency_limit >= 2, window vs max_period...). Arguments and the file must hold
         # on their own; environment values are then added one by one, each bad one warned about.
         accepted: dict[str, Any] = {}
@@ -400,7 +515,7 @@ class LoopGuardConfig:
             try:
                 config = cls(**{**accepted, name: value, **explicit})
             except ConfigError as exc:
-                _logger.warning("ignoring LOOPGUARD_%s=%r: %s; using the default", name.upper(), value, exc)
+                _logger.warning("ignoring %s=%r: %s; using the default", env_name(name), value, exc)
                 continue
             accepted[name] = value
         return config
@@ -410,78 +525,95 @@ class LoopGuardConfig:
 # users who correlate across processes set signature_key.
 _PROCESS_KEY = secrets.token_bytes(32)
 
-_ENV_FLOATS = {"max_cost_usd", "trace_ttl_seconds"}
-_ENV_STRINGS = {"signature_key"}
-_ENV_BOOLS = {"per_conversation"}
-_ENV_LISTS = {"volatile_keys", "redacted_values"}
-_ENV_VERSIONS = {"prompt", "tools", "model", "harness"}
+_FIELDS = {f.name: f for f in dataclasses.fields(LoopGuardConfig)}
+
+#: Tables of the configuration file that belong to one command, which reads and checks them itself
+#: (``[serve]``: otel_loopguard.serve.settings; ``[calibrate]``: the calibrate command).
+COMMAND_TABLES = ("serve", "calibrate")
+
+
+def env_name(setting: str) -> str:
+    """The environment variable of a top-level setting (``window`` -> ``LOOPGUARD_WINDOW``)."""
+    return "LOOPGUARD_" + setting.upper()
+
+
+def environment_settings() -> dict[str, str]:
+    """Every setting read from the environment, with its variable (the versions: one variable per key)."""
+    names = {name: env_name(name) for name, f in _FIELDS.items() if f.metadata["setting"].env is not None}
+    names.update({f"versions.{key}": "LOOPGUARD_VERSION_" + key.upper() for key in VERSION_KEYS})
+    return names
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name in (*_INT_SETTINGS, *_ENV_FLOATS, *_ENV_STRINGS, *_ENV_BOOLS, *_ENV_LISTS):
-        raw = environ.get("LOOPGUARD_" + name.upper())
+    for name, f in _FIELDS.items():
+        setting = f.metadata["setting"]
+        if setting.env is None:
+            continue
+        variable = env_name(name)
+        raw = environ.get(variable)
         if raw is None or raw.strip() == "":
             continue
         try:
-            if name in _INT_SETTINGS:
-                value: Any = int(raw)
-                _positive_int(name, value)
-            elif name in _ENV_FLOATS:
-                value = float(raw)
-                _non_negative_float(name, value)
-            elif name in _ENV_BOOLS:
-                value = parse_bool(raw)
-            elif name == "volatile_keys":
-                # A leading "+" extends the defaults instead of replacing them.
-                extend = raw.startswith("+")
-                keys = {k.strip() for k in raw.lstrip("+").split(",") if k.strip()}
-                value = DEFAULT_VOLATILE_KEYS | keys if extend else frozenset(keys)
-            elif name == "redacted_values":
-                extend = raw.startswith("+")
-                placeholders = tuple(RedactedValue(k.strip()) for k in raw.lstrip("+").split(",") if k.strip())
-                value = DEFAULT_REDACTED_VALUES + placeholders if extend else placeholders
-            else:
-                value = raw
+            value = setting.check(name, setting.env(raw))
         except (ValueError, ConfigError) as exc:
-            _logger.warning("ignoring LOOPGUARD_%s=%r: %s; using the default", name.upper(), raw, exc)
+            _logger.warning("ignoring %s=%r: %s; using the default", variable, raw, exc)
             continue
         values[name] = value
-    versions = {
-        k: environ["LOOPGUARD_VERSION_" + k.upper()]
-        for k in _ENV_VERSIONS
-        if environ.get("LOOPGUARD_VERSION_" + k.upper())
-    }
+    versions = {key: environ["LOOPGUARD_VERSION_" + key.upper()] for key in VERSION_KEYS
+                if environ.get("LOOPGUARD_VERSION_" + key.upper())}
     if versions:
         values["versions"] = versions
     return values
 
 
-def parse_bool(raw: str) -> bool:
-    """Parse a boolean environment value (true/false, 1/0, yes/no, on/off)."""
-    folded = raw.strip().lower()
-    if folded in ("1", "true", "yes", "on"):
-        return True
-    if folded in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected true or false, got {raw!r}")
+# -- the TOML file ----------------------------------------------------------------------------------------------------
 
 
-_TOP_KEYS = {
-    "window", "max_period", "min_repetitions", "frequency_limit", "repeat_limit", "max_steps", "max_cost_usd",
-    "hysteresis", "stop_after", "max_nudges", "volatile_keys", "signature_key", "retry", "lease", "prices", "tools",
-    "versions", "max_traces", "trace_ttl_seconds", "max_tool_names", "max_argument_bytes", "per_conversation",
-    "redacted_values", "conventions",
-    "serve",  # the serve command's network settings, read and checked by otel_loopguard.serve.settings
-}
-
-
-def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str] | tuple[str, ...]) -> None:
+def _check_keys(where: str, table: Any, allowed: Any) -> None:
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where} must be a TOML table, got {table!r}")
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+
+
+def _table(kind: type, where: str, table: Any) -> Any:
+    """An instance of the dataclass ``kind`` from a TOML table whose keys are its fields."""
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    if kind is ToolSettings and isinstance(table, Mapping):
+        for key in _TRACE_ONLY:
+            if key in table:
+                raise ConfigError(f"{where}: {key} is per trace, not per tool; set it at the top level")
+    _check_keys(where, table, fields)
+    required = [name for name, f in fields.items()
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if any(name not in table for name in required):
+        raise ConfigError(f"{where} needs {' and '.join(required)}")
+    kwargs = dict(table)
+    if "retry" in kwargs and kind is ToolSettings:
+        kwargs["retry"] = _table(RetryPolicy, where + ".retry", kwargs["retry"])
+    try:
+        return kind(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _named_tables(kind: type, label: str, tables: Any) -> dict[str, Any]:
+    if not isinstance(tables, Mapping):
+        raise ConfigError("tables [retry], [lease], [prices.*] and [tools.*] must be TOML tables")
+    return {name: _table(kind, f'[{label}."{name}"]', table) for name, table in tables.items()}
+
+
+# How the TOML file spells the settings that are tables; the other keys are taken as they are.
+_TOML_TABLES: dict[str, Callable[[Any], Any]] = {
+    "retry": lambda table: _table(RetryPolicy, "[retry]", table),
+    "lease": lambda table: _table(LeasePolicy, "[lease]", table),
+    "prices": lambda tables: _named_tables(Prices, "prices", tables),
+    "tools": lambda tables: _named_tables(ToolSettings, "tools", tables),
+    "redacted_values": lambda value: _redacted_values("redacted_values", value),
+    "conventions": lambda tables: _convention_tables("conventions", tables),
+}
 
 
 def _from_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -504,53 +636,11 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ConfigError: an unknown key or a value of the wrong type, named by its path.
     """
-    _check_keys("top level", data, _TOP_KEYS)
-    values = {k: v for k, v in data.items() if k not in ("retry", "lease", "prices", "tools", "serve")}
-    try:
-        if "retry" in data:
-            values["retry"] = _retry(data["retry"], "[retry]")
-        if "lease" in data:
-            _check_keys("[lease]", data["lease"], {"max_renewals"})
-            values["lease"] = LeasePolicy(**data["lease"])
-        if "prices" in data:
-            prices = {}
-            for model, table in data["prices"].items():
-                _check_keys(f'[prices."{model}"]', table, {"input", "output", "cache_read", "cache_write"})
-                if "input" not in table or "output" not in table:
-                    raise ConfigError(f'[prices."{model}"] needs input and output')
-                prices[model] = Prices(**table)
-            values["prices"] = prices
-        if "tools" in data:
-            tools = {}
-            for tool, table in data["tools"].items():
-                where = f'[tools."{tool}"]'
-                _check_keys(where, table, {"exempt", "ignore_args", "retry", *_DETECTOR_SETTINGS})
-                kwargs = dict(table)
-                if "retry" in kwargs:
-                    kwargs["retry"] = _retry(kwargs["retry"], where + ".retry")
-                try:
-                    tools[tool] = ToolSettings(**kwargs)
-                except ConfigError as exc:
-                    raise ConfigError(f"{where}: {exc}") from None
-            values["tools"] = tools
-        if "redacted_values" in values:
-            values["redacted_values"] = _redacted_values(values["redacted_values"])
-        if "conventions" in values and not isinstance(values["conventions"], Mapping):
-            raise ConfigError(f"conventions must be [conventions.NAME] tables, got {values['conventions']!r}")
-        if "volatile_keys" in values and not isinstance(values["volatile_keys"], list):
-            raise ConfigError(f"volatile_keys must be a list of strings, got {values['volatile_keys']!r}")
-        if "volatile_keys" in values:
-            values["volatile_keys"] = frozenset(values["volatile_keys"])
-    except AttributeError:
-        raise ConfigError("tables [retry], [lease], [prices.*] and [tools.*] must be TOML tables") from None
+    _check_keys("top level", data, (*_FIELDS, *COMMAND_TABLES))
+    values = {}
+    for name, value in data.items():
+        if name in COMMAND_TABLES:
+            continue  # read and checked by the command that owns the table
+        convert = _TOML_TABLES.get(name)
+        values[name] = convert(value) if convert is not None else value
     return values
-
-
-def _retry(table: Mapping[str, Any], where: str) -> RetryPolicy:
-    _check_keys(where, table, ("errors", "max_attempts", "interval_seconds", "backoff_rate", "tolerance"))
-    kwargs = dict(table)
-    if "errors" in kwargs:
-        if not isinstance(kwargs["errors"], list):
-            raise ConfigError(f"{where}.errors must be a list of strings, got {kwargs['errors']!r}")
-        kwargs["errors"] = tuple(kwargs["errors"])
-    return RetryPolicy(**kwargs)

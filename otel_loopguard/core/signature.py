@@ -4,6 +4,11 @@ The canonical form of a value is compact JSON with keys sorted at every depth,
 volatile keys removed, integral floats folded to ints and non-JSON values
 (bytes, sets, objects) given a stable spelling. Two calls compare equal when
 their tool and canonical arguments are equal.
+
+One path builds it: text is parsed by msgspec (``json.loads`` takes what msgspec refuses: NaN, lone surrogate
+escapes), Python values are converted by one walk, and one encoder writes the result (msgspec with sorted keys;
+``json.dumps`` for the strings msgspec will not write). The text is exactly ``json.dumps(value, sort_keys=True,
+separators=(",", ":"), ensure_ascii=False)`` of the cleaned value, floats written as ``float.__repr__``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import msgspec
+
+from .cache import BoundedCache
 
 #: Bumped whenever canonicalisation or evidence digests change, so that a new
 #: normalizer is never mistaken for a change in agent behaviour (seed 004).
@@ -32,8 +38,6 @@ FAILED = "failed"
 NUDGE_MARKER = "\n\n[loopguard] "
 
 _MAX_DEPTH = 64
-# JSON's insignificant whitespace, as json.decoder skips it.
-_space = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 _CACHE_ENTRIES = 4096
 # Only short raw strings are cached so the cache stays small (<= ~8 MiB of keys).
 _CACHE_MAX_KEY = 2048
@@ -82,18 +86,17 @@ class Canonicalizer:
         volatile_keys: folded key names (see ``normalize_key``) removed at any depth.
         max_bytes: strings longer than this are digested whole instead of parsed.
 
-    Instances are safe to share between threads: the cache is a plain dict
-    whose single-key reads and writes are atomic under the GIL, and it is
-    cleared rather than trimmed when full so no two-step update can interleave.
+    Instances are safe to share between threads: the caches are :class:`BoundedCache` dicts, whose single-key
+    reads, writes and clearing are atomic under the GIL.
     """
 
     def __init__(self, volatile_keys: frozenset[str], max_bytes: int = 65_536) -> None:
         self._volatile = volatile_keys
         self._max_bytes = max_bytes
-        self._cache: dict[tuple[str, frozenset[str]], str] = {}
+        self._cache: BoundedCache[tuple[str, frozenset[str]], str] = BoundedCache(_CACHE_ENTRIES)
+        # Per ignore set (one per configured tool list, so a handful).
         self._filters: dict[frozenset[str], Callable[[dict[str, Any]], dict[str, Any]]] = {}
-        self._scanners: dict[frozenset[str], Any] = {}
-        self._keep: dict[frozenset[str], set[str]] = {}
+        self._keep: dict[frozenset[str], BoundedCache[str, None]] = {}
         self._drops: dict[frozenset[str], Callable[[str], bool]] = {}
         self._walkers: dict[frozenset[str], tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]] = {}
 
@@ -102,24 +105,24 @@ class Canonicalizer:
         drop_keys = self._filters.get(ignore)
         if drop_keys is None:
             volatile = self._volatile
-            # Verdicts per key spelling, bounded like the canonical cache.
-            drop_cache: dict[str, bool] = {}
+            # Verdicts per key spelling.
+            drop_cache: BoundedCache[str, bool] = BoundedCache(_CACHE_ENTRIES)
 
             def drops(key: str) -> bool:
                 hit = drop_cache.get(key)
                 if hit is None:
                     folded = key.lower().replace("_", "").replace("-", "")
-                    hit = folded in volatile or folded in ignore
-                    if len(drop_cache) >= _CACHE_ENTRIES:
-                        drop_cache.clear()
-                    drop_cache[key] = hit
+                    hit = drop_cache.put(key, folded in volatile or folded in ignore)
                 return hit
 
-            # Key spellings known to stay: one C-level subset test clears a whole object in the common case.
-            keep = self._keep[ignore] = set()
+            # Key spellings known to stay: one C-level subset test of the key views clears a whole object in the
+            # common case.
+            keep: BoundedCache[str, None] = BoundedCache(_CACHE_ENTRIES)
+            self._keep[ignore] = keep
+            kept = keep.keys()
 
             def drop_keys(obj: dict[str, Any]) -> dict[str, Any]:
-                if keep.issuperset(obj):
+                if kept >= obj.keys():
                     return obj
                 gone = None
                 for key in obj:
@@ -130,9 +133,7 @@ class Canonicalizer:
                             else:
                                 gone.append(key)
                             continue
-                        if len(keep) >= _CACHE_ENTRIES:
-                            keep.clear()
-                        keep.add(key)
+                        keep.put(key, None)
                 if gone is not None:
                     # The dict is the decoder's own fresh object: deleting in place is safe, and cheaper than a copy.
                     for key in gone:
@@ -151,31 +152,21 @@ class Canonicalizer:
             drops = self._drops[ignore]
         return drops
 
-    def kept(self, ignore: frozenset[str] = frozenset()) -> set[str]:
+    def kept(self, ignore: frozenset[str] = frozenset()) -> BoundedCache[str, None]:
         """Key spellings known to stay in canonical forms: a bounded cache that the key filter and fingerprints fill."""
         if ignore not in self._keep:
             self._filter(ignore)
         return self._keep[ignore]
-
-    def _scanner(self, ignore: frozenset[str]) -> Any:
-        """The C JSON scanner that drops keys and folds floats as it parses (the fallback of the msgspec path)."""
-        scan = self._scanners.get(ignore)
-        if scan is None:
-            decoder = json.JSONDecoder(
-                object_hook=self._filter(ignore), parse_float=_parse_float, parse_constant=_CONSTANTS.__getitem__
-            )
-            scan = self._scanners[ignore] = decoder.scan_once  # type: ignore[attr-defined]
-        return scan
 
     def _walker(self, ignore: frozenset[str]) -> tuple[Callable[[dict[str, Any]], None], Callable[[list[Any]], None]]:
         """Functions that drop keys from every object inside a value msgspec decoded (objects, then arrays)."""
         walkers = self._walkers.get(ignore)
         if walkers is None:
             drop_keys = self._filter(ignore)
-            keep = self._keep[ignore]
+            kept = self._keep[ignore].keys()
 
             def walk_object(obj: dict[str, Any]) -> None:
-                if not keep.issuperset(obj):  # the filter's own first test, without the call in the common case
+                if not kept >= obj.keys():  # the filter's own first test, without the call in the common case
                     drop_keys(obj)
                 for value in obj.values():
                     cls = value.__class__
@@ -208,11 +199,7 @@ class Canonicalizer:
             hit = self._cache.get(cache_key)
             if hit is not None:
                 return hit
-            result = self._canonical_text(value, ignore)
-            if len(self._cache) >= _CACHE_ENTRIES:
-                self._cache.clear()
-            self._cache[cache_key] = result
-            return result
+            return self._cache.put(cache_key, self._canonical_text(value, ignore))
         try:
             return _dump(self._clean(value, ignore, 0))
         except (RecursionError, ValueError, TypeError):
@@ -232,8 +219,8 @@ class Canonicalizer:
         containers = objects + text.count("[")
         if containers <= _MAX_DEPTH:
             # No value can sit deeper than the brackets that open it, so the depth limit cannot trip here and the
-            # walk below needs no depth check. msgspec parses (floats folded by the same function) and encodes with
-            # sorted keys in C, and gives exactly the text of the C json path; what msgspec refuses goes to that path.
+            # walk below needs no depth check. msgspec parses (floats folded by the hook), the walk drops keys in
+            # place, and msgspec encodes with sorted keys: the text _dump gives.
             try:
                 value = _ms_decode(text)
             except _MS_REFUSALS:
@@ -246,16 +233,14 @@ class Canonicalizer:
                         walk_object, walk_array = self._walkers.get(ignore) or self._walker(ignore)
                         (walk_object if value.__class__ is dict else walk_array)(value)
                 return _ms_encode(value).decode()
-            # The C json scanner with hooks that drop keys and fold floats, called directly with what
-            # JSONDecoder.decode adds (whitespace either side, no extra data) but without its Python-level wrapper.
-            scan = self._scanners.get(ignore) or self._scanner(ignore)
+            # What msgspec refuses but JSON allows (NaN, lone surrogate escapes) is parsed by json with the same
+            # hooks: keys dropped as each object is built, floats folded by the same function.
             try:
-                value, end = scan(text, 0 if text[0] == first else _space(text, 0).end())
-                if end != len(text) and _space(text, end).end() != len(text):
-                    return _dump(text)
-                return "".join(_encode_chunks(value, 0))
-            except (ValueError, RecursionError, StopIteration):
+                value = json.loads(text, object_hook=self._filters.get(ignore) or self._filter(ignore),
+                                   parse_float=_ms_float, parse_constant=_CONSTANTS.__getitem__)
+            except (ValueError, RecursionError):
                 return _dump(text)
+            return _dump(value)
         try:
             parsed = json.loads(text)
         except (ValueError, RecursionError):
@@ -285,7 +270,7 @@ class Canonicalizer:
         if isinstance(value, int):
             return value
         if isinstance(value, float):
-            return _fold_float(value)
+            return _json_float(value)
         if isinstance(value, (bytes, bytearray, memoryview)):
             return "\x00bytes:" + hashlib.blake2b(bytes(value), digest_size=12).hexdigest()
         if isinstance(value, (set, frozenset)):
@@ -303,16 +288,17 @@ def _fold_float(value: float) -> Any:
     return value
 
 
-def _parse_float(text: str) -> Any:
-    return _fold_float(float(text))
+def _json_float(value: float) -> Any:
+    """A float as the canonical form holds it: folded, and a non-integral one as the text json writes for it."""
+    folded = _fold_float(value)
+    if folded.__class__ is float:
+        # msgspec spells some floats differently (1e16, 1e-7); json writes float.__repr__, so write that verbatim.
+        return msgspec.Raw(float.__repr__(folded).encode())
+    return folded
 
 
 def _ms_float(text: str) -> Any:
-    value = _fold_float(float(text))
-    if value.__class__ is float:
-        # msgspec spells some floats differently (1e16, 1e-7); json writes float.__repr__, so write that verbatim.
-        return msgspec.Raw(float.__repr__(value).encode())
-    return value
+    return _json_float(float(text))
 
 
 _ms_decode = msgspec.json.Decoder(float_hook=_ms_float).decode
@@ -325,28 +311,21 @@ _MS_REFUSALS = (msgspec.MsgspecError, RecursionError, UnicodeEncodeError, ValueE
 _CONSTANTS = {"NaN": "\x00NaN", "Infinity": "\x00Inf", "-Infinity": "\x00-Inf"}
 
 
-# Built once: json.dumps with options builds a new encoder on every call, a measurable share of a signature.
-_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-if c_make_encoder is not None:
-    # JSONEncoder.encode builds its C encoder on every call, about as costly as the encoding itself for the
-    # small documents tool calls carry; this is the one it would build, made once. No cycle check: values come
-    # from the JSON decoder or from the walk in Canonicalizer._clean, which cannot produce a cycle.
-    _c_encode = c_make_encoder(
-        None, _encoder.default, encode_basestring, None, ":", ",", True, False, True
-    )
+def _raw_float(value: Any) -> Any:
+    # json.dumps meets the msgspec.Raw of a folded float only in the fallback below; float.__repr__ round-trips,
+    # so it writes the same text again.
+    if isinstance(value, msgspec.Raw):
+        return float(bytes(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
-    _encode_chunks = _c_encode
 
-    def _dump(value: Any) -> str:
-        return "".join(_c_encode(value, 0))
-
-else:  # pragma: no cover - interpreters without the C accelerator
-
-    def _dump(value: Any) -> str:
-        return _encoder.encode(value)
-
-    def _encode_chunks(value: Any, _level: int) -> tuple[str]:
-        return (_encoder.encode(value),)
+def _dump(value: Any) -> str:
+    """Compact JSON of a cleaned value, keys sorted, non-ASCII written as it is (``json.dumps``'s exact text)."""
+    try:
+        return _ms_encode(value).decode()
+    except (UnicodeEncodeError, TypeError, msgspec.EncodeError):
+        # A string holding a lone surrogate (msgspec writes UTF-8 only), or a subclass msgspec does not know.
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_raw_float)
 
 
 # Decoded values whose inequality implies unequal canonical text. Floats are left out (1.0 folds to 1, and the
@@ -355,7 +334,7 @@ _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 _is_plain_type = _PLAIN_SCALARS.__contains__
 
 
-def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], bool]) -> int | None:
+def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Callable[[str], bool]) -> int | None:
     """A number such that two argument texts with different numbers have different canonical texts.
 
     Built from the top-level members of the JSON object ``text`` holds, without building its canonical text: the
@@ -375,7 +354,7 @@ def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], boo
         return None
     if value.__class__ is not dict:
         return None
-    if kept.issuperset(value):
+    if kept.keys() >= value.keys():
         # Every key is known to stay: the plain members are picked in C, without a Python step per member.
         return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
     gone = set()
@@ -384,9 +363,7 @@ def argument_fingerprint(text: str, kept: set[str], dropped: Callable[[str], boo
             if dropped(key):
                 gone.add(key)
             else:
-                if len(kept) >= _CACHE_ENTRIES:
-                    kept.clear()
-                kept.add(key)
+                kept.put(key, None)
     return hash(frozenset([
         (key, member) for key, member in value.items() if member.__class__ in _PLAIN_SCALARS and key not in gone
     ]))
@@ -405,7 +382,7 @@ class Normalizer:
     def __init__(self, canonicalizer: Canonicalizer, ignore_args: dict[str, frozenset[str]]) -> None:
         self._canon = canonicalizer
         self._ignore = ignore_args
-        self._result_cache: dict[str, str] = {}
+        self._result_cache: BoundedCache[str, str] = BoundedCache(_CACHE_ENTRIES)
 
     def signature(self, tool: str, arguments: Any, captured: bool = True) -> ActionSignature:
         """The action signature of a call; ``captured=False`` gives the unknown signature."""
@@ -432,14 +409,11 @@ class Normalizer:
         if isinstance(result, str) and len(result) <= _CACHE_MAX_KEY:
             hit = self._result_cache.get(result)
             if hit is None:
-                hit = "r:" + _digest(self._canon.canonical(result))
-                if len(self._result_cache) >= _CACHE_ENTRIES:
-                    self._result_cache.clear()
-                self._result_cache[result] = hit
+                hit = self._result_cache.put(result, "r:" + _digest(self._canon.canonical(result)))
             return hit
         return "r:" + _digest(self._canon.canonical(result))
 
-    def key_rules(self, ignore: frozenset[str]) -> tuple[set[str], Callable[[str], bool]]:
+    def key_rules(self, ignore: frozenset[str]) -> tuple[BoundedCache[str, None], Callable[[str], bool]]:
         """Keys known to stay, and whether a key is dropped, for a tool whose ignore set is ``ignore``."""
         return self._canon.kept(ignore), self._canon.dropped(ignore)
 

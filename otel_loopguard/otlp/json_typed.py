@@ -20,6 +20,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from ..conventions.span import SpanRecord
+from ..core.cache import BoundedCache
 from .json_general import (
     _UINT64_LIMIT,
     STATUS_CODES,
@@ -117,22 +118,19 @@ def _load(raw: Raw) -> Any:
         raise _Fallback from None
 
 
-# The spans of a trace share its id and siblings share a parent, so each distinct id is converted once; the
-# caches are cleared when full (a miss only costs the conversion).
-_TRACE_IDS: dict[str, int] = {}
-_PARENT_IDS: dict[str, int] = {}
+# The spans of a trace share its id and siblings share a parent, so each distinct id is converted once.
 _ID_CACHE_ENTRIES = 4096
+_TRACE_IDS: BoundedCache[str, int] = BoundedCache(_ID_CACHE_ENTRIES)
+_PARENT_IDS: BoundedCache[str, int] = BoundedCache(_ID_CACHE_ENTRIES)
 
 
-def _cached_id(cache: dict[str, int], text: str, digits: int) -> int:
+def _cached_id(cache: BoundedCache[str, int], text: str, digits: int) -> int:
     number = cache.get(text)
     if number is None:
         number = hex_id(text, digits)
         if number is None:
             raise _Fallback
-        if len(cache) >= _ID_CACHE_ENTRIES:
-            cache.clear()
-        cache[text] = number
+        cache.put(text, number)
     return number
 
 

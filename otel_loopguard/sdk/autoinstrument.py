@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry import trace
 
 from ..core.config import parse_bool
+from ..core.environment_variables import LOOPGUARD_ENABLED
 
 _logger = logging.getLogger(__name__)
 
@@ -28,10 +29,10 @@ def post_instrument(*_: Any, environ: Mapping[str, str] | None = None, **__: Any
     """
     env = os.environ if environ is None else environ
     try:
-        if not parse_bool(env.get("LOOPGUARD_ENABLED", "false")):
+        if not parse_bool(env.get(LOOPGUARD_ENABLED, "false")):
             return None
     except ValueError:
-        _logger.warning("ignoring LOOPGUARD_ENABLED=%r: expected true or false", env.get("LOOPGUARD_ENABLED"))
+        _logger.warning("ignoring LOOPGUARD_ENABLED=%r: expected true or false", env.get(LOOPGUARD_ENABLED))
         return None
     provider = trace.get_tracer_provider()
     add = getattr(provider, "add_span_processor", None)

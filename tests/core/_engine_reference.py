@@ -1,7 +1,11 @@
 """Test-only reference: the eager verdict engine as it was before lazy signatures and evidence (commit 6c381c0).
 
-Kept verbatim (names aside) so the differential test in ``test_engine_lazy.py`` can compare the optimised
-engine with the straightforward one call by call. Do not optimise this file.
+Kept as it was (names aside) so the differential test in ``test_engine_lazy.py`` can compare the optimised
+engine with the straightforward one call by call. Do not optimise this file. Changes since, each a change of
+behaviour made in both engines on purpose:
+
+* hysteresis never delays a stuck cycle in which every call failed with a permanent error class (one that
+  retrying cannot fix); the reference keeps every call's flag and looks at the cycles' calls directly.
 
 Original module docstring: the verdict engine: per-trace state, incremental detectors and the seed-004 decision order.
 
@@ -49,10 +53,10 @@ MAX_TRANSITIONS = 1000
 class _Entry:
     """One call in a trace's window (a slotted class: this is the hot path)."""
 
-    __slots__ = ("end", "evidence", "exempt", "incomplete", "index", "key", "min_reps", "start", "tool")
+    __slots__ = ("end", "evidence", "exempt", "incomplete", "index", "key", "min_reps", "permanent", "start", "tool")
 
     def __init__(self, index: int, key: str, tool: str, evidence: str | None, incomplete: bool,
-                 exempt: bool, min_reps: int, start: float | None, end: float | None) -> None:
+                 exempt: bool, min_reps: int, start: float | None, end: float | None, permanent: bool = False) -> None:
         self.index = index
         self.key = key
         self.tool = tool
@@ -62,6 +66,7 @@ class _Entry:
         self.min_reps = min_reps
         self.start = start
         self.end = end
+        self.permanent = permanent
 
 
 class ReferenceState:
@@ -87,6 +92,8 @@ class ReferenceState:
         "lease_renewals",
         "match",
         "nudges",
+        "permanent",
+        "permanent_cycle",
         "recent",
         "retry_attempts",
         "retry_key",
@@ -132,6 +139,9 @@ class ReferenceState:
         self.cost_limit_hit = False
         # Room for the shell's bookkeeping (agent names, span contexts), so it needs no second map.
         self.extra: dict[str, Any] = {}
+        # Every call's "failed with a permanent error" flag, and whether the last verdict is a cycle of such calls.
+        self.permanent: list[bool] = []
+        self.permanent_cycle = False
 
     @property
     def steps(self) -> int:
@@ -199,11 +209,13 @@ class ReferenceEngine:
         incomplete = not sig.known or evidence is None
         if incomplete:
             state.last_incomplete = index
+        permanent = call.error is not None and any(p.lower() in call.error.lower() for p in cfg.permanent_errors)
+        state.permanent.append(permanent)
         entry = _Entry(
             index, key, call.tool, evidence, incomplete,
             settings.exempt if settings else False,
             (settings.min_repetitions if settings and settings.min_repetitions else cfg.min_repetitions),
-            call.start, call.end,
+            call.start, call.end, permanent,
         )
 
         recent = state.recent
@@ -312,6 +324,7 @@ class ReferenceEngine:
             state.lease = None
 
     def _decide(self, state: ReferenceState, now: float | None) -> Verdict:
+        state.permanent_cycle = False
         cfg = self.config
         index = state.index
         version = self.normalizer_version
@@ -346,6 +359,8 @@ class ReferenceEngine:
             if p == 1 and self._retry_explains(state, current.key):
                 return Verdict(RETRYING, RULE_RETRY, index, **base)
             if ev_match[p] >= (min_reps - 1) * p:
+                # The cycles the verdict rests on: the last min_reps of them.
+                state.permanent_cycle = all(state.permanent[index - min_reps * p + 1:index + 1])
                 return Verdict(STUCK, RULE_PERIOD, index, **base)
             return Verdict(WORKING, RULE_PROGRESS, index, **base)
 
@@ -364,6 +379,7 @@ class ReferenceEngine:
         if self._retry_explains(state, current.key):
             return Verdict(RETRYING, RULE_RETRY, index, **base)
         if len({e.evidence for e in same if e.evidence != FAILED}) <= 1:
+            state.permanent_cycle = all(e.permanent for e in same)
             return Verdict(STUCK, RULE_FREQUENCY, index, **base)
         return Verdict(WORKING, RULE_PROGRESS, index, **base)
 
@@ -376,7 +392,7 @@ class ReferenceEngine:
     def _conclude(self, state: ReferenceState, verdict: Verdict, sig: ActionSignature | None) -> Observation:
         cfg = self.config
         previous = state.verdict
-        if verdict.kind == STUCK and previous.kind != STUCK and cfg.hysteresis > 1:
+        if verdict.kind == STUCK and previous.kind != STUCK and cfg.hysteresis > 1 and not state.permanent_cycle:
             cycle = (verdict.rule, verdict.period, verdict.cycle_start)
             state.stuck_streak = state.stuck_streak + 1 if state.stuck_cycle == cycle else 1
             state.stuck_cycle = cycle

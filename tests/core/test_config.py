@@ -37,6 +37,7 @@ trace_ttl_seconds = 60.0
 max_tool_names = 20
 max_argument_bytes = 4096
 per_conversation = true
+redacted_values = ["<hidden>", { value = "N/A", attributes = ["my.args"] }]
 
 [versions]
 prompt = "p-7"
@@ -215,7 +216,7 @@ def test_bad_argument_is_not_rescued_by_the_environment() -> None:
         ("colour = 1\n", "top level: unknown key(s) colour"),
         ("[retry]\nbackoff = 2\n", "[retry]: unknown key(s) backoff"),
         ("[retry]\nbackoff_rate = 0.5\n", "retry.backoff_rate must be >= 1, got 0.5"),
-        ("[retry]\nerrors = 'RateLimit'\n", "[retry].errors must be a list of strings, got 'RateLimit'"),
+        ("[retry]\nerrors = 'RateLimit'\n", "[retry]: retry.errors must be a list of strings, got 'RateLimit'"),
         ("[retry]\ntolerance = 1.0\n", "retry.tolerance must be in [0, 1), got 1.0"),
         ("[lease]\nmax_renewals = -1\n", "lease.max_renewals must be a non-negative integer, got -1"),
         ("[lease]\nrenewals = 1\n", "[lease]: unknown key(s) renewals"),
@@ -279,3 +280,78 @@ def test_parse_bool_rejects_other_text() -> None:
     """Anything else is an error (which the environment reader turns into a warning)."""
     with pytest.raises(ValueError, match="expected true or false"):
         parse_bool("perhaps")
+
+
+def test_defaults_pinned_by_value() -> None:
+    """The default lists and the retry policy, written out (not compared with themselves)."""
+    assert {
+        "requestid", "traceid", "spanid", "parentspanid", "correlationid", "idempotencykey", "nonce", "seed",
+        "randomseed", "timestamp", "ts", "currenttime", "requesttime", "createdat", "updatedat", "toolcallid",
+        "callid", "runid", "messageid", "checkpointid", "checkpointns", "uuid", "cachebuster", "xrequestid",
+    } == DEFAULT_VOLATILE_KEYS
+    assert DEFAULT_RETRYABLE_ERRORS == (
+        "ratelimit", "rate_limit", "rate limit", "toomanyrequests", "too many requests", "429", "throttl",
+        "timeout", "timed out", "deadlineexceeded", "unavailable", "503", "overloaded", "529",
+        "connectionerror", "connection reset",
+    )
+    retry = LoopGuardConfig().retry
+    assert (retry.max_attempts, retry.interval_seconds, retry.backoff_rate, retry.tolerance) == (3, 1.0, 2.0, 0.2)
+
+
+def test_every_environment_variable_is_listed_in_one_module() -> None:
+    """The variables the configuration reads (derived from its fields) are exactly the ones the environment
+    variables module lists, besides LOOPGUARD_CONFIG and LOOPGUARD_ENABLED; each has a docstring-like entry."""
+    import otel_loopguard.core.environment_variables as ev
+    from otel_loopguard.core.config import environment_settings
+
+    listed = set(ev.__all__)
+    assert {getattr(ev, name) for name in listed} == listed  # each constant is its own name
+    derived = set(environment_settings().values())
+    assert listed == derived | {"LOOPGUARD_CONFIG", "LOOPGUARD_ENABLED"}
+    # The settings that are tables of their own are not environment variables.
+    assert "LOOPGUARD_RETRY" not in derived and "LOOPGUARD_TOOLS" not in derived
+    source = Path(ev.__file__).read_text(encoding="utf-8")
+    for name in listed:
+        assert f'{name} = "{name}"\n"""' in source, name  # a documented constant
+
+
+def test_every_setting_is_read_from_the_environment_as_documented() -> None:
+    """Each scalar setting is read from LOOPGUARD_<NAME>: a value other than the default is taken."""
+    from otel_loopguard.core.config import RedactedValue, environment_settings
+
+    values = {
+        "window": ("20", 20), "max_period": ("4", 4), "min_repetitions": ("4", 4), "frequency_limit": ("4", 4),
+        "repeat_limit": ("5", 5), "max_steps": ("9", 9), "max_cost_usd": ("1.5", 1.5), "hysteresis": ("2", 2),
+        "permanent_errors": ("Quota", ("quota",)), "stop_after": ("2", 2), "max_nudges": ("3", 3),
+        "volatile_keys": ("a_b", frozenset({"ab"})), "signature_key": ("k" * 16, b"k" * 16),
+        "max_traces": ("7", 7), "trace_ttl_seconds": ("5", 5.0), "max_tool_names": ("8", 8),
+        "max_argument_bytes": ("99", 99), "per_conversation": ("on", True),
+        "redacted_values": ("<hidden>", (RedactedValue("<hidden>"),)),
+    }
+    settings = {name: variable for name, variable in environment_settings().items() if "." not in name}
+    assert set(settings) == set(values)
+    for name, (raw, expected) in values.items():
+        # A window of 30 leaves room for the larger period and repetitions.
+        environ = {"LOOPGUARD_WINDOW": "30", settings[name]: raw}
+        assert getattr(LoopGuardConfig.load(environ=environ), name) == expected, name
+
+
+def test_every_setting_is_a_toml_key(tmp_path: Path) -> None:
+    """The TOML keys are the field names: FULL_TOML plus permanent_errors sets every top-level setting."""
+    import dataclasses
+
+    text = "permanent_errors = ['Quota']\n" + FULL_TOML + '\n[conventions.acme]\nwhen = { "acme.kind" = "tool" }\n'
+    c = LoopGuardConfig.load(write(tmp_path, text), environ={})
+    assert c.permanent_errors == ("quota",)
+    keys = {line.split("=")[0].strip() for line in text.splitlines() if "=" in line and not line.startswith(" ")}
+    tables = {line.strip("[]").split(".")[0] for line in text.splitlines() if line.startswith("[")}
+    assert {f.name for f in dataclasses.fields(LoopGuardConfig)} <= keys | tables
+
+
+@pytest.mark.parametrize("key", ["window", "max_period", "repeat_limit"])
+def test_per_tool_trace_settings_are_refused(tmp_path: Path, key: str) -> None:
+    """window, max_period and repeat_limit are per trace: a tool table naming one is an error that says so."""
+    with pytest.raises(ConfigError, match=rf'\[tools."t"\]: {key} is per trace, not per tool; set it at the top level'):
+        LoopGuardConfig.load(write(tmp_path, f'[tools."t"]\n{key} = 5\n'), environ={})
+    with pytest.raises(TypeError):
+        ToolSettings(**{key: 5})  # type: ignore[arg-type]

@@ -159,6 +159,6 @@ def test_long_loop_memory_stays_bounded() -> None:
     """After 5,000 identical calls the state holds only the window."""
     engine = LoopEngine(LoopGuardConfig(max_steps=10_000))
     state, obs = observe_all(engine, letters("A") * 5000)
-    assert len(state.recent) == 10 and sum(state.counts.values()) == 10
+    assert state.window_size == 10 and sum(state.counts.values()) == 10
     assert state.steps == 5000 and obs[-1].verdict.kind == "stuck"
     assert state.transition_count == 1

@@ -14,6 +14,7 @@ from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
 from otel_loopguard.core.signature import Canonicalizer
 from otel_loopguard.core.step_audit import audit_trace
+from tests.core._strategies import ANY_JSON, ANY_KEY, SPACES, json_texts
 
 CANON = Canonicalizer(DEFAULT_VOLATILE_KEYS)
 ENGINE = LoopEngine(LoopGuardConfig())
@@ -111,61 +112,10 @@ def test_audit_trace_matches_a_reference(steps: list, limit: int, max_steps: int
     }
 
 
-_ANY_KEY = st.sampled_from(["requestId", "request_id", "Request-ID", "timestamp", "cursor", "attempt_no", "q"]) | st.text(
-    max_size=6
-)
-_ANY_SCALAR = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10)
-ANY_JSON = st.recursive(
-    _ANY_SCALAR,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(_ANY_KEY, children, max_size=5),
-    max_leaves=25,
-)
-
-
 @PROFILE
-@given(doc=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5) | st.lists(ANY_JSON, max_size=4),
-       ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])))
-def test_fast_json_path_equals_the_reference_walk(doc: Any, ignore: set[str]) -> None:
-    """The decoder-hook path gives the same canonical text as parsing and walking the document (NaN, floats, volatile keys)."""
-    from otel_loopguard.core.signature import _dump
-
-    text = json.dumps(doc)
-    frozen = frozenset(ignore)
-    reference = _dump(Canonicalizer(DEFAULT_VOLATILE_KEYS)._clean(json.loads(text), frozen, 0))
-    assert Canonicalizer(DEFAULT_VOLATILE_KEYS).canonical(text, frozen) == reference
-    assert CANON.canonical(text, frozen) == reference  # and again through the shared, warmed caches
-
-
-# Number spellings the two parsers must fold alike (exponents, integral floats, beyond 2**53, beyond float range).
-_NUMBER_TEXTS = st.sampled_from(["1E2", "1e-7", "-0.0", "-0", "2.50", "1e16", "1e22", "9007199254740993.0", "1e400",
-                                 "-1e400", "123456789012345678901234567890", "0.1", "5e-324", "1.7976931348623157e308"])
-_KEY_TEXTS = st.sampled_from(['"q"', '"Q"', '"é"', '"\\u00e9"', '"😀"', '"\\ud83d\\ude00"', '"\\uffff"', '"request_id"',
-                              '"Request-ID"', '"cursor"', '"a\\nb"', '"\\ud800"', '"z"', '"_"'])
-_SPACES = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])
-
-
-@st.composite
-def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
-    """JSON text as clients write it: any spacing, escapes, duplicate keys and number spellings."""
-    space = draw(_SPACES)
-    kind = draw(st.sampled_from(["object", "array", "scalar", "number"] if depth < 3 else ["scalar", "number"]))
-    if kind == "number":
-        return draw(_NUMBER_TEXTS | st.floats(allow_nan=False, allow_infinity=False).map(repr)
-                    | st.integers().map(str))
-    if kind == "scalar":
-        return json.dumps(draw(_ANY_SCALAR), ensure_ascii=draw(st.booleans()))
-    if kind == "array":
-        items = draw(st.lists(json_texts(depth + 1), max_size=3))
-        return "[" + space + ("," + space).join(items) + space + "]"
-    members = draw(st.lists(st.tuples(_KEY_TEXTS | st.text(max_size=4).map(json.dumps), json_texts(depth + 1)),
-                            max_size=4))
-    return "{" + space + ("," + space).join(f"{k}{space}:{space}{v}" for k, v in members) + space + "}"
-
-
-@PROFILE
-@given(text=json_texts(), ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])), pad=_SPACES)
+@given(text=json_texts(), ignore=st.sets(st.sampled_from(["attemptno", "cursor", "q"])), pad=SPACES)
 def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad: str) -> None:
-    """The msgspec path gives exactly the text of the C json path, which it falls back to, on any JSON text."""
+    """The msgspec path gives exactly the text of the ``json.loads`` path, which it falls back to, on any JSON text."""
     import otel_loopguard.core.signature as signature
 
     text = pad + text + pad
@@ -185,8 +135,8 @@ def test_msgspec_and_json_canonical_paths_agree(text: str, ignore: set[str], pad
 
 
 @PROFILE
-@given(a=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5), b=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=5),
-       shared=st.dictionaries(_ANY_KEY, ANY_JSON, max_size=3), ignore=st.sets(st.sampled_from(["attemptno", "q"])))
+@given(a=st.dictionaries(ANY_KEY, ANY_JSON, max_size=5), b=st.dictionaries(ANY_KEY, ANY_JSON, max_size=5),
+       shared=st.dictionaries(ANY_KEY, ANY_JSON, max_size=3), ignore=st.sets(st.sampled_from(["attemptno", "q"])))
 def test_fingerprints_differ_only_when_canonical_texts_differ(a: dict, b: dict, shared: dict, ignore: set[str]) -> None:
     """The cheap test the engine uses before canonical texts never calls two equal signatures different."""
     from otel_loopguard.core.signature import argument_fingerprint

@@ -116,7 +116,7 @@ def test_many_threads_on_the_same_trace_lose_no_update() -> None:
     run_threads(16, work)
     state = store.get("trace-1")
     assert state.steps == 16 * 400
-    assert sum(state.counts.values()) == len(state.recent) == 10
+    assert sum(state.counts.values()) == state.window_size == 10
 
 
 def test_many_threads_on_different_traces() -> None:

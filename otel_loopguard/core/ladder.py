@@ -1,0 +1,185 @@
+"""The intervention ladder: what a trace's verdicts become — hysteresis, transitions, nudge, stop, budgets.
+
+Seed 003's ladder, and the only place that decides it: the first ``stuck`` nudges the model (a message the harness
+puts in the tool result); ``stuck`` that goes on after the nudge (``stop_after`` more calls) stops the run; a trace
+that gets stuck again after ``max_nudges`` nudges is stopped at once; a budget (steps, cost) exceeded stops the run.
+
+Hysteresis (``hysteresis`` > 1) makes a trace enter ``stuck`` only after the same cycle was judged stuck that many
+times in a row, so a loop that the agent is about to leave is not interrupted. It never delays what waiting cannot
+change: a budget, or a cycle of permanent failures (every repeated call failed with an error class that retrying cannot
+fix, such as a permission or a not-found error), which go stuck at once.
+
+>>> from otel_loopguard.core.model import Verdict
+>>> ladder = Ladder(hysteresis=2, stop_after=1, max_nudges=1, max_steps=200)
+>>> state = ladder.new_state(Verdict("working", "none", -1))
+>>> stuck = Verdict("stuck", "period", 5, period=1, repetitions=3, cycle_start=3, tool="search")
+>>> ladder.conclude(state, stuck, 5, new_call=True, permanent=False)[0].kind  # once: held back
+'working'
+>>> stuck_again = Verdict("stuck", "period", 6, period=1, repetitions=4, cycle_start=3, tool="search")
+>>> verdict, transition, nudge = ladder.conclude(state, stuck_again, 6, new_call=True, permanent=False)
+>>> verdict.kind, nudge.action
+('stuck', 'nudge')
+>>> ladder.conclude(state, stuck_again, 7, new_call=True, permanent=False)[2].action
+'stop'
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from .model import RULE_COST_LIMIT, RULE_STEP_LIMIT, STUCK, Intervention, Transition, Verdict
+
+__all__ = ["MAX_TRANSITIONS", "Ladder", "LadderState"]
+
+# Kept per trace so a flapping trace cannot grow without bound.
+MAX_TRANSITIONS = 1000
+
+
+class LadderState:
+    """One trace's place on the ladder: its verdict, transitions, hysteresis streak, nudges and stop."""
+
+    __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "nudges", "step_limit_hit", "stop",
+                 "stuck_cycle", "stuck_streak", "transition_count", "transitions", "verdict")
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        self.transitions: deque[Transition] = deque(maxlen=MAX_TRANSITIONS)
+        self.transition_count = 0
+        # Hysteresis: how many times in a row the cycle ``stuck_cycle`` was judged stuck.
+        self.stuck_streak = 0
+        self.stuck_cycle: tuple[Any, ...] | None = None
+        # The current stuck episode was nudged; calls since that nudge; nudges so far.
+        self.episode_nudged = False
+        self.after_nudge = 0
+        self.nudges = 0
+        self.stop: Intervention | None = None
+        self.last: Intervention | None = None
+        self.step_limit_hit = False
+        self.cost_limit_hit = False
+
+
+class Ladder:
+    """Turns verdicts into shown verdicts, transitions and interventions; holds no per-trace state.
+
+    Args:
+        hysteresis: evaluations of one stuck cycle needed to enter ``stuck``.
+        stop_after: calls that stay stuck after a nudge before the stop.
+        max_nudges: nudges per trace.
+        max_steps: the step budget.
+    """
+
+    def __init__(self, hysteresis: int, stop_after: int, max_nudges: int, max_steps: int) -> None:
+        self._hysteresis = hysteresis
+        self._stop_after = stop_after
+        self._max_nudges = max_nudges
+        self._max_steps = max_steps
+
+    @staticmethod
+    def new_state(verdict: Verdict) -> LadderState:
+        """The ladder state of a new trace, whose verdict is ``verdict``."""
+        return LadderState(verdict)
+
+    def conclude(self, state: LadderState, verdict: Verdict, index: int, *, new_call: bool,
+                 permanent: bool) -> tuple[Verdict, Transition | None, Intervention | None]:
+        """Apply a verdict reached after call ``index``.
+
+        Args:
+            state: the trace's ladder state.
+            verdict: the decision order's verdict.
+            index: the trace's latest call.
+            new_call: the verdict follows a new call (False when a trace is judged again at a later time).
+            permanent: the verdict is a stuck cycle of permanent failures, which hysteresis never delays.
+
+        Returns:
+            The verdict the trace now has (hysteresis may keep the previous one), the transition and the
+            intervention it caused, if any.
+        """
+        previous = state.verdict
+        kind = verdict.kind
+        if kind == STUCK:
+            if previous.kind != STUCK and self._hysteresis > 1 and not permanent:
+                cycle = (verdict.rule, verdict.period, verdict.cycle_start)
+                state.stuck_streak = state.stuck_streak + 1 if state.stuck_cycle == cycle else 1
+                state.stuck_cycle = cycle
+                if state.stuck_streak < self._hysteresis:
+                    # Not yet: keep the previous verdict until the same cycle has held long enough.
+                    verdict, kind = previous, previous.kind
+        elif state.stuck_cycle is not None or state.stuck_streak:
+            state.stuck_streak, state.stuck_cycle = 0, None
+
+        transition = None
+        if kind != previous.kind:
+            transition = Transition(index, previous.kind, verdict)
+            state.transitions.append(transition)
+            state.transition_count += 1
+        state.verdict = verdict
+
+        if state.stop is None and (kind == STUCK or state.episode_nudged or index >= self._max_steps):
+            intervention = self._intervene(state, verdict, index, new_call)
+        else:
+            # Nothing to nudge or stop: a verdict that is not stuck ends the episode.
+            state.last = None
+            intervention = None
+            if state.stop is None:
+                state.after_nudge = 0
+        return verdict, transition, intervention
+
+    def _intervene(self, state: LadderState, verdict: Verdict, index: int, new_call: bool) -> Intervention | None:
+        state.last = None
+        steps = index + 1
+        if new_call and steps > self._max_steps and not state.step_limit_hit:
+            state.step_limit_hit = True
+            return self._stop(state, Intervention(
+                "stop",
+                f"loopguard stopped the run: {steps} tool calls, over the step budget of {self._max_steps}",
+                RULE_STEP_LIMIT, index, verdict,
+            ))
+        if verdict.kind != STUCK:
+            state.episode_nudged, state.after_nudge = False, 0
+            return None
+        what = _describe(verdict)
+        if state.episode_nudged:
+            state.after_nudge += 1
+            if state.after_nudge < self._stop_after:
+                return None
+            return self._stop(state, Intervention(
+                "stop", f"loopguard stopped the run: {what}, and it went on after a nudge",
+                verdict.rule, index, verdict,
+            ))
+        if state.nudges >= self._max_nudges:
+            return self._stop(state, Intervention(
+                "stop", f"loopguard stopped the run: {what}, again after {state.nudges} nudge(s)",
+                verdict.rule, index, verdict,
+            ))
+        state.nudges += 1
+        state.episode_nudged, state.after_nudge = True, 0
+        nudge = Intervention("nudge", f"You have {what}. Try a different approach.", verdict.rule, index, verdict)
+        state.last = nudge
+        return nudge
+
+    def cost_stop(self, state: LadderState, usd: float, limit: float | None, index: int) -> Intervention | None:
+        """The stop for a cost budget exceeded (once per trace), or None."""
+        if limit is None or state.cost_limit_hit or usd <= limit:
+            return None
+        state.cost_limit_hit = True
+        return self._stop(state, Intervention(
+            "stop", f"loopguard stopped the run: model usage cost ${usd:.4f}, over the budget of ${limit:.4f}",
+            RULE_COST_LIMIT, index, state.verdict,
+        ))
+
+    @staticmethod
+    def _stop(state: LadderState, stop: Intervention) -> Intervention:
+        state.stop = stop
+        state.last = stop
+        return stop
+
+
+def _describe(verdict: Verdict) -> str:
+    times = verdict.repetitions or 0
+    if verdict.period and verdict.period > 1:
+        return (
+            f"repeated the same sequence of {verdict.period} tool calls (starting with {verdict.tool}) "
+            f"{times} times with the same results"
+        )
+    return f"made the same {verdict.tool} call {times} times with the same result"

@@ -1,0 +1,317 @@
+"""A trace's window of recent calls, with signatures and evidence computed only when two calls must be compared.
+
+This is the engine's one optimisation of substance, kept in one place: most calls are never compared with
+another call of the same signature, so their arguments are never canonicalised and their results never digested.
+A call's arguments stay as the raw text until two calls of one tool must be compared and their one-int
+fingerprints (:func:`~.signature.argument_fingerprint`) cannot tell them apart; its result stays raw until two
+calls with one signature must be compared. Either the raw or the reduced form is kept, never both, so a window
+holds at most ``LAZY_MAX_CHARS`` per call and field.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .cache import BoundedCache
+from .config import RetryPolicy
+from .model import ToolCall
+from .signature import FAILED, NUDGE_MARKER, UNKNOWN, Normalizer, argument_fingerprint
+
+__all__ = ["LAZY_MAX_CHARS", "Call", "Repetition", "Signatures", "ToolRules", "Window"]
+
+# Arguments and results up to this many characters are kept raw and canonicalised or digested only when two calls
+# must be compared; longer ones are reduced at once.
+LAZY_MAX_CHARS = 512
+# Evidence of a call whose result is still raw (in ``Call.res``): digested on first comparison.
+PENDING = "\x00pending"
+
+
+class ToolRules:
+    """One tool's effective settings, resolved once per tool name (a slotted class: read on every call).
+
+    Attributes:
+        exempt: the tool's calls are never judged as repetition.
+        min_reps: cycles a periodic suffix must hold.
+        limit: calls with one signature in the window that count as repetition (the frequency rule).
+        retry: the retry policy of the tool.
+        ignore: argument names dropped from the tool's signatures.
+        kept, dropped: the canonicaliser's key rules for ``ignore`` (fingerprints use them).
+    """
+
+    __slots__ = ("dropped", "exempt", "ignore", "kept", "limit", "min_reps", "retry")
+
+    def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
+                 key_rules: tuple[BoundedCache[str, None], Callable[[str], bool]]) -> None:
+        self.exempt = exempt
+        self.min_reps = min_reps
+        self.limit = limit
+        self.retry = retry
+        self.ignore = ignore
+        self.kept, self.dropped = key_rules
+
+
+class Call:
+    """One call in a trace's window (a slotted class: this is the hot path).
+
+    Attributes:
+        index: 0-based index of the call in its trace.
+        tool: the tool name.
+        rules: the tool's settings.
+        raw: short argument text not canonicalised yet, else None.
+        shape: the fingerprint of ``raw``: None when not computed yet, False when ``raw`` is not a JSON object.
+        canon: the canonical arguments, once computed (at once for anything but a short string).
+        res: a short result not digested yet, else None.
+        evidence: ``failed``, ``p:<progress>``, ``r:<digest>``, None (missing) or :data:`PENDING` (``res`` holds it).
+        incomplete: arguments not captured or no progress evidence.
+        permanent: the call failed with an error class that retrying cannot fix.
+        error: the error class, when the call failed.
+        start, end: the call's times.
+    """
+
+    __slots__ = (
+        "canon",
+        "end",
+        "error",
+        "evidence",
+        "incomplete",
+        "index",
+        "permanent",
+        "raw",
+        "res",
+        "rules",
+        "shape",
+        "start",
+        "tool",
+    )
+
+    def __init__(self, index: int, tool: str, rules: ToolRules, raw: str | None, canon: str | None, res: Any,
+                 evidence: str | None, error: str | None, permanent: bool, start: float | None,
+                 end: float | None) -> None:
+        self.index = index
+        self.tool = tool
+        self.rules = rules
+        self.raw = raw
+        self.shape: int | bool | None = None
+        self.canon = canon
+        self.res = res
+        self.evidence = evidence
+        self.incomplete = canon is UNKNOWN or evidence is None
+        self.error = error
+        self.permanent = permanent
+        self.start = start
+        self.end = end
+
+
+class Window:
+    """The last ``size`` calls of one trace, calls per tool among them, and where the last incomplete call was.
+
+    Per-trace state, held by :class:`~.engine.TraceState`.
+    """
+
+    __slots__ = ("calls", "last_incomplete", "last_not_permanent", "tool_counts")
+
+    def __init__(self, size: int) -> None:
+        self.calls: deque[Call] = deque(maxlen=size)
+        # Calls per tool in the window: a signature cannot repeat more often than its tool.
+        self.tool_counts: dict[str, int] = {}
+        # Index of the last call without complete evidence, and of the last call that was not a permanent failure.
+        self.last_incomplete = -(10**9)
+        self.last_not_permanent = -(10**9)
+
+    def push(self, call: Call) -> int:
+        """Append ``call`` (the oldest leaves a full window); returns the calls of its tool now in the window."""
+        calls = self.calls
+        counts = self.tool_counts
+        if len(calls) == calls.maxlen:
+            old = calls[0].tool
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+        calls.append(call)
+        if call.incomplete:
+            self.last_incomplete = call.index
+        if not call.permanent:
+            self.last_not_permanent = call.index
+        count = counts[call.tool] = counts.get(call.tool, 0) + 1
+        return count
+
+
+class Repetition:
+    """What a repetition detector found: the repeated calls and what the decision order needs to know of them.
+
+    Attributes:
+        rule: ``period`` or ``frequency``.
+        period: the cycle length (None for frequency).
+        repetitions: cycles (or calls, for frequency) in the repetition.
+        cycle_start: index of the repetition's first call.
+        subject: a call with the repeated signature (the cycle's first call), for the tool and the digest.
+        incomplete: some repeated call lacks complete evidence.
+        retry_applies: the retry policy may explain it (one call repeated).
+        permanent: every repeated call failed with an error class that retrying cannot fix.
+        unchanged: the evidence repeated too (None until asked of :meth:`evidence_unchanged`).
+    """
+
+    __slots__ = (
+        "_unchanged",
+        "cycle_start",
+        "incomplete",
+        "period",
+        "permanent",
+        "repetitions",
+        "retry_applies",
+        "rule",
+        "subject",
+    )
+
+    def __init__(self, rule: str, period: int | None, repetitions: int, cycle_start: int, subject: Call,
+                 incomplete: bool, retry_applies: bool, permanent: bool, unchanged: bool | Callable[[], bool]) -> None:
+        self.rule = rule
+        self.period = period
+        self.repetitions = repetitions
+        self.cycle_start = cycle_start
+        self.subject = subject
+        self.incomplete = incomplete
+        self.retry_applies = retry_applies
+        self.permanent = permanent
+        self._unchanged = unchanged
+
+    def evidence_unchanged(self) -> bool:
+        """Whether the repeated calls' evidence repeated too (computed on first ask when it costs digests)."""
+        unchanged = self._unchanged
+        if unchanged is True or unchanged is False:
+            return unchanged
+        result = self._unchanged = unchanged()
+        return result
+
+
+class Signatures:
+    """Signatures and evidence of calls, computed lazily; one per engine, shared by every trace.
+
+    Args:
+        normalizer: the canonicaliser and result digester.
+        max_parse: argument texts longer than this are never parsed for a fingerprint.
+        is_permanent: whether an error class is one that retrying cannot fix.
+    """
+
+    def __init__(self, normalizer: Normalizer, max_parse: int, is_permanent: Callable[[str], bool]) -> None:
+        self._normalizer = normalizer
+        self._canonicalize = canonicalize = normalizer.arguments("")[0]
+        self._result_evidence = result_evidence = normalizer.result_evidence
+        self._is_permanent = is_permanent
+
+        def canonical(call: Call) -> str:
+            canon = call.canon
+            if canon is None:
+                canon = call.canon = canonicalize(call.raw, call.rules.ignore)
+                call.raw = None
+            return canon
+
+        def shape_of(call: Call) -> int | bool:
+            shape = call.shape
+            if shape is None:
+                raw: str = call.raw  # type: ignore[assignment]
+                # Text over the configured limit is never parsed; its canonical form is a digest of the text.
+                rules = call.rules
+                shape = argument_fingerprint(raw, rules.kept, rules.dropped) if len(raw) <= max_parse else None
+                shape = call.shape = False if shape is None else shape
+            return shape
+
+        def differ(a: Call, b: Call) -> bool:
+            # Surely different signatures, told without canonical texts: two calls of one tool usually differ in a
+            # plain top-level argument (a query, an id, a page number), which their fingerprints see.
+            sa = shape_of(a)
+            if sa is False:
+                return False
+            sb = shape_of(b)
+            return sb is not False and sa != sb
+
+        def evidence(call: Call) -> str | None:
+            value = call.evidence
+            if value is PENDING:
+                value = call.evidence = result_evidence(call.res)
+                call.res = None
+            return value
+
+        self.canonical = canonical
+        self.differ = differ
+        self.evidence = evidence
+
+    def call(self, index: int, call: ToolCall, rules: ToolRules) -> Call:
+        """The window's record of ``call``: short argument and result strings kept raw, the rest reduced now."""
+        raw = canon = None
+        if not call.arguments_captured:
+            canon = UNKNOWN
+        else:
+            args = call.arguments
+            if isinstance(args, str) and len(args) <= LAZY_MAX_CHARS:
+                raw = args
+            else:
+                canon = self._canonicalize({} if args is None else args, rules.ignore)
+
+        # The evidence: "failed", the explicit fingerprint, missing (None), or a result digested when compared.
+        res = None
+        error = call.error
+        permanent = False
+        if error is not None:
+            evidence: str | None = FAILED
+            permanent = self._is_permanent(error)
+        elif call.progress is not None:
+            evidence = "p:" + call.progress
+        elif not call.result_captured:
+            evidence = None
+        else:
+            res = call.result
+            if isinstance(res, str):
+                if NUDGE_MARKER in res:
+                    res = res.split(NUDGE_MARKER, 1)[0]
+                if len(res) <= LAZY_MAX_CHARS:
+                    evidence = PENDING
+                else:
+                    evidence, res = self._result_evidence(res), None
+            else:
+                evidence, res = self._result_evidence(res), None
+        return Call(index, call.tool, rules, raw, canon, res, evidence, error, permanent, call.start, call.end)
+
+    def same_signature(self, a: Call, b: Call) -> bool:
+        """Whether two calls of one tool have equal canonical arguments."""
+        ca, cb = a.canon, b.canon
+        if ca is not None and cb is not None:
+            return ca == cb
+        raw = a.raw
+        # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
+        if raw is not None and raw == b.raw:
+            return True
+        if ca is None and cb is None and self.differ(a, b):
+            return False
+        canonical = self.canonical
+        return (ca if ca is not None else canonical(a)) == (cb if cb is not None else canonical(b))
+
+    def same_evidence(self, a: Call, b: Call) -> bool:
+        """Whether two calls' evidence is equal."""
+        if a.evidence is PENDING and b.evidence is PENDING and a.res == b.res:
+            return True
+        evidence = self.evidence
+        return evidence(a) == evidence(b)
+
+    def one_evidence(self, calls: list[Call]) -> bool:
+        """Whether the calls' evidence, failures aside, takes at most one value."""
+        raws: set[Any] = set()
+        done: set[str | None] = set()
+        for c in calls:
+            value = c.evidence
+            if value is PENDING:
+                raws.add(c.res)
+            elif value != FAILED:
+                done.add(value)
+        if len(raws) + len(done) <= 1:
+            return True
+        evidence = self.evidence
+        return len({evidence(c) for c in calls if c.evidence != FAILED}) <= 1
+
+    def key(self, call: Call) -> str:
+        """The signature key of a call: tool and canonical arguments."""
+        return call.tool + "\x1f" + self.canonical(call)
