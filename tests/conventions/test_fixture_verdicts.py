@@ -55,3 +55,34 @@ def test_every_scenario_of_every_source_is_judged() -> None:
                  "no_content"}
     for source, seen in by_source.items():
         assert scenarios <= seen <= scenarios | {"parallel_calls"}, source
+
+
+def _tokens(model_calls: int) -> int:
+    # The scripted model reports input 120 + 40·turn and output 18 for its turn-th call (turn from 0).
+    return sum(120 + 40 * turn + 18 for turn in range(model_calls))
+
+
+# Sources that record no token usage at all (fixtures README): DSPy's instrumentation writes no token counts,
+# AutoGen's native spans include no model call; LiteLLM's default mode keeps only the last call's usage on the
+# user's span it overwrites.
+_NO_USAGE = frozenset({"dspy_openinference", "autogen_native", "litellm_parent_span"})
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.source not in _NO_USAGE], ids=lambda r: r.id)
+def test_each_model_call_is_counted_once(row: Row, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tokens of the trace are those of its model calls, each counted once: a run's totals repeated on the agent
+    or root span (strands, smolagents, Vercel AI SDK, Mastra), two spans of one call (the Anthropic SDK's own beside
+    an instrumentation's, ADK's call_llm around generate_content) do not double them.
+
+    Model calls: one per scripted call plus the final answer; where the framework's closing call ends the run
+    (smolagents, DSPy) that call replaces the final answer; ADK's parallel_calls asks for both calls in one turn.
+    """
+    calls = len(row.tool_calls)
+    if row.scenario == "parallel_calls":
+        model_calls = 2
+    elif row.source in ("smolagents_openinference", "smolagents_code_openinference"):
+        model_calls = calls
+    else:
+        model_calls = calls + 1
+    report = _audit(row, capsys)
+    assert report.get("unpriced_tokens") == _tokens(model_calls), report
