@@ -141,6 +141,9 @@ METRIC_DETECTION_DELAY = "loopguard.detection.delay"
 METRIC_AGENT_TOOL_CALLS = "gen_ai.invoke_agent.tool_calls"
 METRIC_TRACES_EVICTED = "loopguard.traces.evicted"
 METRIC_PROCESSOR_ERRORS = "loopguard.processor.errors"
+METRIC_SPANS_UNREAD = "loopguard.spans.unread"
+#: Attribute of ``loopguard.spans.unread``: why the spans could not be read (conventions/unread.py).
+LOOPGUARD_UNREAD_REASON = "loopguard.unread.reason"
 
 UNIT_TRANSITION = "{transition}"
 UNIT_INTERVENTION = "{intervention}"
@@ -149,6 +152,7 @@ UNIT_TOOL_CALL = "{tool_call}"
 UNIT_STEP = "{step}"
 UNIT_USD = "USD"
 UNIT_ERROR = "{error}"
+UNIT_SPAN = "{span}"
 
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.

@@ -132,10 +132,11 @@ class UnreadTrace:
     model spans gave tool calls, then :meth:`causes` when the trace is done.
     """
 
-    __slots__ = ("_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
+    __slots__ = ("_derived", "_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
+        self._derived = 0
         self._model_spans = 0
         self._model_keys: set[str] = set()
         self._unknown: set[str] = set()
@@ -165,6 +166,12 @@ class UnreadTrace:
     def derived(self, count: int) -> None:
         """Tool calls read from model spans."""
         self._tool_calls += count
+        self._derived += count
+
+    def set_derived(self, count: int) -> None:
+        """The tool calls read from model spans, counted again (the derivation was done again)."""
+        self._tool_calls += count - self._derived
+        self._derived = count
 
     def causes(self) -> list[Unread]:
         """What could not be read in the trace (empty when everything that looks like an agent's was read)."""

@@ -26,8 +26,9 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
     is_mcp_client,
-    llm_usage,
 )
+from ..conventions.model_calls import TurnJudge
+from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine, TraceState
 from ..core.model import NO_INTERVENTION, Intervention, Observation, Verdict
@@ -69,6 +70,22 @@ def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
 
 _EMPTY: dict[str, Any] = {}
 _TOOL_SPAN_PREFIX = n.EXECUTE_TOOL_SPAN_PREFIX
+# Tool-call end times kept per open trace, and causes of unread input logged per processor, at most.
+_MAX_TOOL_ENDS = 4096
+_MAX_UNREAD_LOGGED = 256
+
+
+def _agent_of(extractor: Extractor, span: Any) -> str | None:
+    """The agent name a still-open span carries now (an agent span whose attributes arrived after its start)."""
+    if span is None:
+        return None
+    try:
+        attrs = _plain(span.attributes)
+    except Exception:  # noqa: BLE001 - a span of another SDK: no name
+        return None
+    if extractor.span_role(attrs, span.name) != ROLE_AGENT:
+        return None
+    return extractor.agent_name(attrs, name=span.name)
 
 
 def _plain(attrs: Any) -> dict[str, Any]:
@@ -97,13 +114,18 @@ class _Agent:
 
 
 class _OpenTrace:
-    """Spans of one trace that are still open: its agent spans and tool spans."""
+    """Spans of one trace that are still open (its agent and tool spans), its model turns and what went unread."""
 
-    __slots__ = ("agents", "tools")
+    __slots__ = ("agents", "tool_ends", "tools", "turns", "unread")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
         self.tools: set[int] = set()
+        # Model calls counted once; tool calls derived from them while the trace has no tool span.
+        self.turns = TurnJudge()
+        self.unread = UnreadTrace()
+        # End times of the trace's tool calls (bounded), for agent spans recognised only when they end.
+        self.tool_ends: list[int] = []
 
 
 class _OpenSpans:
@@ -208,6 +230,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._open = _OpenSpans(self.config.max_traces)
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = []
+        # Causes of unread input already logged (each once).
+        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
         # Conversation keys are used only when asked for; the alias map lets verdict(trace_id) find them.
         self._aliases: OrderedDict[int, Hashable] = OrderedDict()
         self._stamps = {
@@ -293,7 +317,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
-                    self._agent_ended(span)
+                    self._agent_ended(span, attrs)
             if is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
@@ -423,17 +447,19 @@ class LoopGuardSpanProcessor(SpanProcessor):
         root_ref = self._roots.get(trace_id)
         fallback = root_ref() if root_ref is not None else None
         with self._open.lock:
-            entry = self._open.get(trace_id, create=False)
-            if entry is not None:
-                entry.tools.discard(ctx.span_id)
-                if is_mcp_client(attrs) and parent is not None and parent.span_id in entry.tools:
-                    return  # the enclosing execute_tool span is the same call; count it once
-                agent = entry.agents[-1] if entry.agents else None
-                if agent is not None:
-                    agent.tool_calls += 1
-                target = agent.span if agent is not None else fallback
-            else:
-                agent, target = None, fallback
+            entry = self._open.get(trace_id, create=True)
+            assert entry is not None  # create=True always returns an entry
+            entry.tools.discard(ctx.span_id)
+            if is_mcp_client(attrs) and parent is not None and parent.span_id in entry.tools:
+                return  # the enclosing execute_tool span is the same call; count it once
+            # The trace's calls are read from its tool spans: none is derived from its model spans.
+            entry.turns.tool_span_seen()
+            if len(entry.tool_ends) < _MAX_TOOL_ENDS:
+                entry.tool_ends.append(span.end_time or 0)
+            agent = entry.agents[-1] if entry.agents else None
+            if agent is not None:
+                agent.tool_calls += 1
+            target = agent.span if agent is not None else fallback
         status = span.status
         status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
@@ -446,6 +472,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
             # Read only when the convention keeps content in events or the call failed.
             events=_events(span),
         )
+        with self._open.lock:
+            # Content found: only counted; not found: the span's unknown content-like keys are noted.
+            entry.unread.tool(attrs, call.arguments_captured, call.result_captured, _events(span),
+                              self._extractor.convention(attrs, span.name)
+                              if not (call.arguments_captured and call.result_captured) else None)
         now = call.end if call.end is not None else time.time()
         key = self._state_key(trace_id, attrs)
         slot = self._store.slot(key, now)
@@ -456,21 +487,38 @@ class LoopGuardSpanProcessor(SpanProcessor):
             steps = state.steps
         self._emitter.tool_call(call.tool)
         if observation.transition is not None or observation.intervention is not None:
-            agent_label = (agent.name if agent is not None else None) or self._extractor.agent_name(attrs,
-                                                                                                    name=span.name)
+            agent_label = ((agent.name if agent is not None else None)
+                           or self._extractor.agent_name(attrs, name=span.name) or _agent_of(self._extractor, target))
             self._publish(trace_id, ctx, observation, call.tool, agent_label, conversation_id(attrs), steps,
                           span.end_time, target)
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
-        usage = llm_usage(attrs)
-        if usage is None:
-            return
+        ctx = span.context
+        trace_id = ctx.trace_id
+        parent = span.parent
+        with self._open.lock:
+            entry = self._open.get(trace_id, create=True)
+            assert entry is not None  # create=True always returns an entry
+            entry.unread.model(attrs)
+            turn = self._extractor.model_turn(
+                attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
+                span.end_time or 0, messages=entry.turns.derive, context=False)
+            steps = entry.turns.add(turn) if turn is not None else []
+            if steps:
+                entry.unread.derived(sum(1 for step in steps if step.call is not None))
+        for step in steps:
+            if step.call is not None:
+                self._derived_ended(trace_id, ctx, step.call, attrs, step.end_ns)
+            elif step.usage is not None:
+                self._usage(span, attrs, step.model, step.usage)
+
+    def _usage(self, span: ReadableSpan, attrs: Any, model: str | None, usage: Any) -> None:
         trace_id = span.context.trace_id
         now = span.end_time * 1e-9 if span.end_time else time.time()
         slot = self._store.slot(self._state_key(trace_id, attrs), now)
         assert slot is not None
         with slot.lock:
-            observation = self._engine.add_usage(slot.state, usage[0], usage[1])
+            observation = self._engine.add_usage(slot.state, model, usage)
             steps = slot.state.steps
         if observation is not None:
             with self._open.lock:
@@ -483,29 +531,75 @@ class LoopGuardSpanProcessor(SpanProcessor):
                           conversation_id(attrs),
                           steps, span.end_time, target)
 
-    def _agent_ended(self, span: ReadableSpan) -> None:
+    def _derived_ended(self, trace_id: int, span_context: Any, call: Any, attrs: Any, end_ns: int) -> None:
+        """A tool call read from model spans (the trace has no tool span): judged like any other."""
+        root_ref = self._roots.get(trace_id)
+        fallback = root_ref() if root_ref is not None else None
+        with self._open.lock:
+            entry = self._open.get(trace_id, create=False)
+            agent = entry.agents[-1] if entry is not None and entry.agents else None
+            if agent is not None:
+                agent.tool_calls += 1
+            if entry is not None and len(entry.tool_ends) < _MAX_TOOL_ENDS:
+                entry.tool_ends.append(end_ns)
+        target = agent.span if agent is not None else fallback
+        now = call.end if call.end is not None else time.time()
+        slot = self._store.slot(self._state_key(trace_id, attrs), now)
+        assert slot is not None
+        with slot.lock:
+            observation = self._engine.observe(slot.state, call, now)
+            steps = slot.state.steps
+        self._emitter.tool_call(call.tool)
+        if observation.transition is not None or observation.intervention is not None:
+            agent_label = (agent.name if agent is not None else None) or _agent_of(self._extractor, target)
+            self._publish(trace_id, span_context, observation, call.tool, agent_label, conversation_id(attrs), steps,
+                          end_ns, target)
+
+    def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
         with self._open.lock:
-            entry = self._open.get(span.context.trace_id, create=False)
-            if entry is None:
-                return
+            entry = self._open.get(span.context.trace_id, create=True)
+            assert entry is not None  # create=True always returns an entry
+            entry.unread.model(attrs)
             for i in range(len(entry.agents) - 1, -1, -1):
                 if entry.agents[i].span_id == span_id:
                     agent = entry.agents.pop(i)
                     break
             else:
-                return
+                # Recognised only now: its attributes were set after it started (strands, ADK, OpenLLMetry). Its
+                # tool calls are those of the trace that ended while it was open.
+                start, end = span.start_time or 0, span.end_time or 0
+                calls = sum(1 for t in entry.tool_ends if start <= t <= end)
+                agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)  # type: ignore[arg-type]
+                agent.tool_calls = calls
         self._emitter.agent_finished(agent.name, agent.tool_calls)
 
     def _root_ended(self, trace_id: int) -> None:
         with self._open.lock:
-            self._open.pop(trace_id)
+            entry = self._open.pop(trace_id)
+        if entry is not None:
+            # Calls derived from model spans that never got a result are judged now, without one.
+            pending = entry.turns.finish()
+            entry.unread.derived(len(pending))
+            for step in pending:
+                if step.call is not None:
+                    self._derived_ended(trace_id, None, step.call, {}, step.end_ns)
+            self._report_unread(entry.unread.causes())
         key = self._aliases.pop(trace_id, trace_id)
         if isinstance(key, tuple):
             return  # conversation state outlives one trace; its TTL releases it
         state = self._store.pop(key)
         if state is not None:
             self._finished(state, None)
+
+    def _report_unread(self, causes: list[Unread]) -> None:
+        """Count unread spans; log each cause (reason and keys) once per processor."""
+        for cause in causes:
+            self._emitter.unread(cause.reason, cause.spans)
+            key = (cause.reason, cause.keys)
+            if key not in self._unread_logged and len(self._unread_logged) < _MAX_UNREAD_LOGGED:
+                self._unread_logged.add(key)
+                _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, state: TraceState, evicted: str | None) -> None:
         cost = state.cost

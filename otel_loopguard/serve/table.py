@@ -26,6 +26,7 @@ Everything here is plain data work under one lock; the caller emits the returned
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -35,14 +36,16 @@ from typing import Any
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from ..conventions.extract import (
+    ROLE_AGENT,
     ROLE_LLM,
     ROLE_TOOL,
     Extractor,
     conversation_id,
     is_mcp_client,
 )
-from ..conventions.model_calls import TurnJudge
+from ..conventions.model_calls import Turn, TurnJudge
 from ..conventions.span import SpanRecord
+from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, unknown_content_keys
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
@@ -67,6 +70,8 @@ class _Step:
     agent: str | None
     conversation: str | None
     end_ns: int
+    # A tool call derived from model spans (dropped again if the trace turns out to have tool spans).
+    derived: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +83,14 @@ class FinishedTrace:
         evicted: ``capacity`` when it was finished early to bound memory, else None.
         seen_usage: whether model usage was seen (the cost is recorded only then).
         tracked: whether it had a tool or model span (only those count in the processor's metrics).
+        unread: why some of its spans could not be read as tool calls (also on the report).
     """
 
     report: TraceReport
     evicted: str | None
     seen_usage: bool
     tracked: bool
+    unread: tuple[Unread, ...] = ()
 
 
 class _Replay:
@@ -164,7 +171,10 @@ class _Trace:
         "tool_ids",
         "trace_id",
         "tracked",
+        "turn_log",
         "turns",
+        "turns_unordered",
+        "unread",
     )
 
     def __init__(self, trace_id: int, engine: LoopEngine) -> None:
@@ -181,8 +191,13 @@ class _Trace:
         self.reopened = False
         self.tracked = False
         # One model call counts once (two spans of one call: the SDK's own beside an instrumentation's, ADK's
-        # call_llm around generate_content); tool calls are not derived from model spans here yet.
-        self.turns = TurnJudge(derive=False)
+        # call_llm around generate_content); without tool spans, tool calls are derived from the model spans.
+        self.turns = TurnJudge()
+        self.unread = UnreadTrace()
+        # The model turns, while calls may be derived from them, and whether they arrived out of end order (the
+        # derivation is then done again, exactly, when the trace finishes).
+        self.turn_log: list[Turn] = []
+        self.turns_unordered = False
 
 
 def _event_key(obs: Observation) -> tuple[Any, ...]:
@@ -223,6 +238,12 @@ class ServeStats:
     rejected_requests: int
 
 
+def _recounted(unread: UnreadTrace, derived: int) -> UnreadTrace:
+    """``unread`` with its derived-call count set to ``derived`` (the derivation was done again)."""
+    unread.set_derived(derived)
+    return unread
+
+
 class TraceTable:
     """Open and recently finished traces of a serve instance, judged incrementally.
 
@@ -250,9 +271,14 @@ class TraceTable:
     # -- public ---------------------------------------------------------------
 
     def add(
-        self, spans: Iterable[SpanRecord], now: float
+        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None
     ) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace], list[str]]:
         """Take one request's spans.
+
+        Args:
+            spans: the request's spans.
+            now: the arrival time.
+            unread: when given, the causes of unread input among the request's spans are appended to it.
 
         Returns:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
@@ -289,7 +315,7 @@ class TraceTable:
                 trace.last_seen = now
                 if reopened and trace.tracked:
                     started.append(trace.judge.state.verdict.kind)
-                self._take(trace, batch, events, tools)
+                self._take(trace, batch, events, tools, unread)
                 if not trace.tracked and trace.last_key is not None:
                     trace.tracked = True
                     started.append(trace.judge.state.verdict.kind)
@@ -332,16 +358,34 @@ class TraceTable:
 
     # -- internals (caller holds the lock) -------------------------------------
 
-    def _take(self, trace: _Trace, batch: list[SpanRecord], events: list[VerdictEvent], tools: list[str]) -> None:
+    def _take(self, trace: _Trace, batch: list[SpanRecord], events: list[VerdictEvent], tools: list[str],
+              unread: list[Unread] | None = None) -> None:
         new_steps: list[_Step] = []
         extractor = self._extractor
+        read: list[tuple[SpanRecord, str | None]] = []
+        underived = False
+        root_here = False
         for span in batch:
             if span.end_ns > trace.max_end_ns:
                 trace.max_end_ns = span.end_ns
+            if span.parent_span_id is None:
+                root_here = True
             attrs = span.attributes
-            if not extractor.may_matter(attrs, span.name):
-                continue
-            role = extractor.span_role(attrs, span.name)
+            if extractor.may_matter(attrs, span.name):
+                role = extractor.span_role(attrs, span.name)
+                if role == ROLE_TOOL and trace.turns.derive:
+                    # The trace's calls are read from its tool spans: calls derived before are dropped.
+                    underived = trace.turns.derived > 0
+                    trace.turns.tool_span_seen()
+                    trace.turn_log = []
+                read.append((span, role))
+        # Model spans in end order: a derived call takes its result from the next model call's input.
+        read.sort(key=lambda item: (item[0].end_ns, item[0].start_ns, item[0].span_id))
+        unknown: set[str] = set()
+        unknown_spans = model_spans = 0
+        model_keys: set[str] = set()
+        for span, role in read:
+            attrs = span.attributes
             if role == ROLE_TOOL:
                 trace.tool_ids.add(span.span_id)
                 call = self._extractor.tool_call(
@@ -349,20 +393,55 @@ class TraceTable:
                     status_error=span.status_error, status_message=span.status_message,
                     events=((name, ev_attrs) for name, _, ev_attrs in span.events),
                 )
+                captured = call.arguments_captured and call.result_captured
+                events_read = [(name, ev_attrs) for name, _, ev_attrs in span.events] if not captured else []
+                convention = extractor.convention(attrs, span.name) if not captured else None
+                trace.unread.tool(attrs, call.arguments_captured, call.result_captured, events_read, convention)
+                if not captured:
+                    keys = unknown_content_keys(attrs, events_read)
+                    if keys:
+                        unknown.update(keys)
+                        unknown_spans += 1
                 new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, call,
                                        is_mcp_client(attrs), None, extractor.agent_name(attrs, name=span.name),
                                        conversation_id(attrs),
                                        span.end_ns))
             elif role == ROLE_LLM:
                 turn = extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                            span.end_ns, messages=False)
-                counted = trace.turns.add(turn) if turn is not None else []
-                if counted and counted[-1].usage is not None:
-                    usage = (counted[-1].model, counted[-1].usage)
-                    new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, None,
-                                           False, usage, extractor.agent_name(attrs, name=span.name),
-                                           conversation_id(attrs), span.end_ns))
-        if not new_steps:
+                                            span.end_ns, messages=trace.turns.derive)
+                trace.unread.model(attrs)
+                if turn is not None and trace.turns.derive:
+                    log = trace.turn_log
+                    if log and (turn.end_ns, turn.start_ns) < (log[-1].end_ns, log[-1].start_ns):
+                        trace.turns_unordered = True
+                    if len(log) < self._max_spans:
+                        log.append(turn)
+                    if not turn.calls and turn.results is None:
+                        model_spans += 1
+                        model_keys.update(k for k in attrs if k.startswith(("gen_ai.", "llm.", "ai.")))
+                agent = extractor.agent_name(attrs, name=span.name)
+                for produced in trace.turns.add(turn) if turn is not None else ():
+                    if produced.call is not None:
+                        trace.unread.derived(1)
+                        new_steps.append(_Step((produced.start_ns, produced.end_ns), produced.span_id,
+                                               produced.parent_span_id, produced.call, False, None, agent,
+                                               conversation_id(attrs), produced.end_ns, derived=True))
+                    elif produced.usage is not None:
+                        new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id,
+                                               None, False, (produced.model, produced.usage), agent,
+                                               conversation_id(attrs), span.end_ns))
+            elif role == ROLE_AGENT:
+                trace.unread.model(attrs)
+        if unread is not None:
+            if unknown_spans:
+                unread.append(Unread(UNKNOWN_ATTRIBUTES, tuple(sorted(unknown))[:MAX_KEYS], unknown_spans))
+            # Said when the trace's root arrives (it ends last): only then is "no tool call" known.
+            if root_here and model_spans and not trace.tool_ids and not trace.turns.derived:
+                unread.append(Unread(NO_TOOL_CALLS, tuple(sorted(model_keys))[:MAX_KEYS], model_spans))
+        if underived:
+            trace.steps = [s for s in trace.steps if not s.derived]
+            trace.reopened = True  # judged again from the start, without the derived calls
+        if not new_steps and not underived:
             return
         reopened, trace.reopened = trace.reopened, False
         new_steps.sort(key=lambda s: s.key)
@@ -384,7 +463,7 @@ class TraceTable:
         self._counts["rejudged_traces"] += 1
         trace.steps.extend(new_steps)
         trace.steps.sort(key=lambda s: s.key)
-        trace.last_key = trace.steps[-1].key
+        trace.last_key = trace.steps[-1].key if trace.steps else None
         fresh = _Judge(self.engine)
         trace.judge = fresh
         before = trace.emitted
@@ -446,7 +525,43 @@ class TraceTable:
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
         )
 
+    def _rederive(self, trace: _Trace, events: list[VerdictEvent]) -> None:
+        derive = TurnJudge()
+        derived = []
+        for turn in sorted(trace.turn_log, key=lambda t: (t.end_ns, t.start_ns, t.span_id)):
+            derived += [s for s in derive.add(turn) if s.call is not None]
+        derived += derive.finish()
+        agents = {t.span_id: t.agent for t in trace.turn_log}
+        steps = [s for s in trace.steps if not s.derived]
+        steps += [_Step((d.start_ns, d.end_ns), d.span_id, d.parent_span_id, d.call, False, None,
+                        agents.get(d.span_id), d.conversation, d.end_ns, derived=True) for d in derived]
+        steps.sort(key=lambda s: s.key)
+        trace.steps = steps
+        trace.unread = _recounted(trace.unread, derive.derived)
+        self._counts["rejudged_traces"] += 1
+        fresh = _Judge(self.engine)
+        trace.judge = fresh
+        before = trace.emitted
+        trace.emitted = set()
+        for step in steps:
+            self._feed(trace, fresh, step, events, already=before)
+        self._counts["rejudged_events_retracted"] += len(before - trace.emitted)
+
     def _finish(self, trace: _Trace, evicted: str | None, events: list[VerdictEvent] | None = None) -> FinishedTrace:
+        if trace.turns.derive and trace.turns_unordered and trace.exact:
+            # The model turns arrived out of end order: the calls derived from them are derived again, exactly.
+            self._rederive(trace, events if events is not None else [])
+        else:
+            # Calls derived from model spans that never got a result are judged now, without one.
+            pending = trace.turns.finish()
+            if pending:
+                trace.unread.derived(len(pending))
+                late = [_Step((p.start_ns, p.end_ns), p.span_id, p.parent_span_id, p.call, False, None, p.agent,
+                              p.conversation, p.end_ns, derived=True) for p in pending]
+                if trace.exact:
+                    trace.steps.extend(late)
+                for step in late:
+                    self._feed(trace, trace.judge, step, events if events is not None else [])
         judge = trace.judge
         if trace.max_end_ns:
             observation = judge.record(self.engine.reevaluate(judge.state, trace.max_end_ns * 1e-9))
@@ -463,4 +578,7 @@ class TraceTable:
         seed = audit_trace(judge.seed_steps, cfg.max_steps, cfg.repeat_limit)
         with_cost = bool(cfg.prices) or judge.seen_usage
         report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}", seed, with_cost=with_cost)
-        return FinishedTrace(report, evicted, judge.seen_usage, trace.tracked)
+        causes = tuple(trace.unread.causes())
+        if causes:
+            report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+        return FinishedTrace(report, evicted, judge.seen_usage, trace.tracked, causes)

@@ -185,12 +185,17 @@ def test_stop_drains_open_traces() -> None:
 def test_active_traces_gauge_returns_to_zero(items: list) -> None:
     """After every trace is finished (some reopened by late spans) ``loopguard.traces.active`` sums to zero."""
     with Harness(idle=0.2) as h:
-        ordered = sorted(items, key=lambda it: int(it[2]["startTimeUnixNano"]))
-        half = len(ordered) // 2
-        post(h.server.http_port, to_proto(request_dict(ordered[:half])), "application/x-protobuf")
+        # The first half of every trace's spans (by start), then the rest: every trace of two or more spans is
+        # reopened by late spans, whatever the recorded fixtures' clock times.
+        by_trace: dict[str, list] = {}
+        for it in sorted(items, key=lambda it: int(it[2]["startTimeUnixNano"])):
+            by_trace.setdefault(it[2]["traceId"], []).append(it)
+        first = [it for spans in by_trace.values() for it in spans[:len(spans) // 2]]
+        rest = [it for spans in by_trace.values() for it in spans[len(spans) // 2:]]
+        post(h.server.http_port, to_proto(request_dict(first)), "application/x-protobuf")
         assert h.wait_reports(1)
         h.server.finish_all()
-        post(h.server.http_port, to_proto(request_dict(ordered[half:])), "application/x-protobuf")
+        post(h.server.http_port, to_proto(request_dict(rest)), "application/x-protobuf")
         h.server.finish_all()
         assert h.server.stats().late_spans > 0
         data = h.metrics.get_metrics_data()

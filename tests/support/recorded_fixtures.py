@@ -16,6 +16,26 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
 #: The folders of recorded traces (each with its MANIFEST-*.json files).
 FIXTURE_DIRS = (FIXTURES, FIXTURES / "js", FIXTURES / "model_spans")
 
+#: Applications instrumented only at the model client (``otlp/model_spans``).
+MODEL_SPAN_SOURCES = (
+    "anthropic_genai",
+    "anthropic_openinference",
+    "anthropic_sdk",
+    "anthropic_traceloop",
+    "anthropic_traceloop_0_53",
+    "litellm_parent_span",
+    "litellm_request_span",
+    "litellm_request_span_latest",
+    "openai_genai_event",
+    "openai_genai_span",
+    "openai_openinference",
+    "openai_traceloop",
+    "openai_traceloop_0_54",
+    "openai_v2_event",
+    "openai_v2_legacy",
+    "openai_v2_span",
+)
+
 JUDGED_SOURCES = (
     # Python agent frameworks (otlp/)
     "adk_default",
@@ -44,32 +64,15 @@ JUDGED_SOURCES = (
     "vercel_ai7_legacy",
     "vercel_ai7_stream",
     "vercel_ai_stream",
+    # Applications instrumented only at the model client (otlp/model_spans/)
+    *MODEL_SPAN_SOURCES,
 )
 
 
 #: Sources that ``audit`` reads right and the processor and ``serve`` do not yet: the AutoGen OpenInference TOOL
 #: span around each native ``execute_tool`` span (they join only MCP client spans until they judge with the
-#: conventions' nesting), and applications instrumented only at the model client (``otlp/model_spans``: they derive
-#: no tool call from model spans until they feed model turns to ``TurnJudge``).
-MODEL_SPAN_SOURCES = (
-    "anthropic_genai",
-    "anthropic_openinference",
-    "anthropic_sdk",
-    "anthropic_traceloop",
-    "anthropic_traceloop_0_53",
-    "litellm_parent_span",
-    "litellm_request_span",
-    "litellm_request_span_latest",
-    "openai_genai_event",
-    "openai_genai_span",
-    "openai_openinference",
-    "openai_traceloop",
-    "openai_traceloop_0_54",
-    "openai_v2_event",
-    "openai_v2_legacy",
-    "openai_v2_span",
-)
-AUDIT_ONLY_SOURCES = ("autogen_openinference", *MODEL_SPAN_SOURCES)
+#: conventions' nesting).
+AUDIT_ONLY_SOURCES = ("autogen_openinference",)
 
 
 def judged_fixture_files(sources: tuple[str, ...] = JUDGED_SOURCES) -> list[Path]:
