@@ -1,4 +1,7 @@
-"""Unread input is never silent: the classification, and audit's note (the processor and serve: test_unread_paths)."""
+"""Unread input is never silent: the classification, and audit's note.
+
+The processor and serve: tests/processor/test_unread.py, tests/serve/test_unread.py.
+"""
 
 from __future__ import annotations
 
