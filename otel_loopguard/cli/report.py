@@ -21,8 +21,18 @@ from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
 from ..core.model import STUCK
 from ..errors import InputError
-from ..otlp.read import read_spans
-from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
+from ..otlp.read import DEFAULT_MAX_INPUT_BYTES, STDIN, read_spans
+from .options import (
+    DEFAULT_BUFFER_BYTES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    detector_options,
+    input_options,
+    load_config,
+    printable,
+    write_error,
+)
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
 
@@ -47,19 +57,21 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf) "
-                        "or directories of them")
+    report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf), "
+                        "directories of them, or - for standard input")
     report.add_argument("--by", required=True, metavar="ATTRIBUTE",
                         help="span or resource attribute to group by, e.g. app.prompt.version")
     report.add_argument("--json", action="store_true", help="one JSON object per group per line")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
+    input_options(report)
     report.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard report``; returns the exit status."""
-    return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at)
+    return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at,
+                      max_input_bytes=args.max_input_bytes or None, max_buffer_bytes=args.max_buffer_mb << 20)
 
 #: The group of traces that lack the attribute.
 NO_GROUP = "(none)"
@@ -203,7 +215,7 @@ def group_reports(
 
 def _expand(paths: Iterable[str]) -> Iterator[str]:
     for path in paths:
-        if os.path.isdir(path):
+        if path != STDIN and os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
@@ -219,7 +231,7 @@ def _percent(part: float) -> str:
 
 def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None:
     """Print the groups as an aligned table."""
-    headers = [attribute, "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
+    headers = [printable(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
     priced = any(g.cost_usd is not None for g in groups)
     if priced:
         headers.append("cost/trace")
@@ -229,7 +241,7 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
                _percent(g._share(g.nudged)), _percent(g._share(g.stopped)), _percent(g.error_rate)]
         if priced:
             row.append(f"${g.cost_per_trace or 0.0:.4f}" + ("*" if g.unpriced_tokens else ""))
-        rows.append(row)
+        rows.append([printable(cell) for cell in row])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     for line in [headers, *rows]:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
@@ -239,8 +251,11 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
 
 
 def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
-               at: float | None = None, out: IO[str] | None = None) -> int:
-    """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read)."""
+               at: float | None = None, out: IO[str] | None = None,
+               max_input_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
+               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> int:
+    """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read, 130 when
+    interrupted)."""
     out = out if out is not None else sys.stdout
     builder = ReportBuilder(attribute, priced=bool(config.prices))
     failed = False
@@ -251,12 +266,24 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         write_error(exc)
 
     # One collector for every file: a trace spread over several files is one trace (see TraceCollector).
-    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at)
-    for path in _expand(paths):
-        for report in collector.add_all(read_spans(path, on_error=on_error), path):
+    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at,
+                               max_buffer_bytes=max_buffer_bytes)
+    try:
+        for path in _expand(paths):
+            name = "<stdin>" if path == STDIN else path
+            try:
+                for report in collector.add_all(read_spans(path, on_error=on_error, max_bytes=max_input_bytes),
+                                                 name):
+                    builder.add(report)
+            except MemoryError:
+                on_error(InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
+                                    source=name))
+        for report in collector.finish():
             builder.add(report)
-    for report in collector.finish():
-        builder.add(report)
+    except KeyboardInterrupt:
+        out.flush()
+        sys.stderr.write("otel-loopguard: interrupted\n")
+        return EXIT_INTERRUPTED
     groups = builder.groups()
     if as_json:
         for g in groups:

@@ -118,9 +118,9 @@ def _genai(attrs: Mapping[str, Any]) -> Messages | None:
     if not calls and any(reason in _TOOL_FINISH for reason in finish):
         # LiteLLM: only the first call, without an id, beside an output message that says it asked for tools. (Its
         # default mode overwrites the user's span call after call: a final answer beside a stale function_call.)
-        name = attrs.get("gen_ai.completion.0.function_call.name")
+        name = attrs.get(n.LITELLM_FUNCTION_CALL_NAME)
         if name:
-            calls.append((None, str(name), attrs.get("gen_ai.completion.0.function_call.arguments")))
+            calls.append((None, str(name), attrs.get(n.LITELLM_FUNCTION_CALL_ARGUMENTS)))
     results: list[tuple[str, Any]] | None = None
     history: list[tuple[str, str, Any]] = []
     messages = _json(in_raw)
@@ -199,8 +199,8 @@ def _openinference(attrs: Mapping[str, Any]) -> Messages | None:
 
 def _openllmetry_flat(attrs: Mapping[str, Any]) -> Messages | None:
     """OpenLLMetry before the GenAI messages: ``gen_ai.completion.N.tool_calls.M.*``, ``gen_ai.prompt.K.*``."""
-    completions = _flat(attrs, "gen_ai.completion.")
-    prompts = _flat(attrs, "gen_ai.prompt.")
+    completions = _flat(attrs, n.GEN_AI_COMPLETION_PREFIX)
+    prompts = _flat(attrs, n.GEN_AI_PROMPT_PREFIX)
     if not completions and not prompts:
         return None
     calls: list[tuple[str | None, str, Any]] = []
@@ -284,6 +284,11 @@ class TurnJudge:
         self._pending: list[_Pending] = []
         self._known: set[str] = set()
         self._emitted: set[str] = set()
+
+    @property
+    def pending(self) -> int:
+        """Derived calls waiting for their result (judged at :meth:`finish` when it never comes)."""
+        return len(self._pending) if self.derive else 0
 
     def tool_span_seen(self) -> None:
         """The trace has a tool span: its calls are read there, never derived (pending ones are dropped)."""

@@ -54,6 +54,21 @@ OP_MASTRA_TOOL_EXECUTE = "tool.execute"
 OP_MASTRA_AGENT_RUN = "agent.run"
 GEN_AI_TOOL_INPUT = "gen_ai.tool.input"
 GEN_AI_TOOL_OUTPUT = "gen_ai.tool.output"
+# Tool descriptions and schemas: content-like keys that never hold a call's content.
+GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
+GEN_AI_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_INPUT_MIME_TYPE = "input.mime_type"
+OI_OUTPUT_MIME_TYPE = "output.mime_type"
+MASTRA_METADATA_BODY = "mastra.metadata.body"
+# Older OpenLLMetry's flattened messages (gen_ai.completion.N.*, gen_ai.prompt.K.*); LiteLLM's first requested call.
+GEN_AI_COMPLETION_PREFIX = "gen_ai.completion."
+GEN_AI_PROMPT_PREFIX = "gen_ai.prompt."
+LITELLM_FUNCTION_CALL_NAME = "gen_ai.completion.0.function_call.name"
+LITELLM_FUNCTION_CALL_ARGUMENTS = "gen_ai.completion.0.function_call.arguments"
+#: Prefixes of the model-span attribute keys named when a trace's tool calls cannot be read.
+GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "ai.")
 MASTRA_INPUT = "input"
 MASTRA_OUTPUT = "output"
 MASTRA_ERROR = "error"
@@ -62,6 +77,7 @@ MASTRA_AGENT_ID = "agent.id"
 ADK_TOOL_CALL_ARGS = "gcp.vertex.agent.tool_call_args"
 ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_LLM_REQUEST = "gcp.vertex.agent.llm_request"
+ADK_LLM_RESPONSE = "gcp.vertex.agent.llm_response"
 ADK_CALL_LLM = "call_llm"
 ADK_SYSTEM = "gcp.vertex.agent"
 ADK_MERGED_TOOLS = "(merged tools)"
@@ -104,7 +120,7 @@ TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
 # --- MCP client spans (read, to avoid double counting) -----------------------
 MCP_METHOD_NAME = "mcp.method.name"
 
-# --- Version stamps set on every span (write; seed 003) ----------------------
+# --- Version stamps set on every span (write) --------------------------------
 VERSION_ATTRIBUTES = {
     "prompt": "app.prompt.version",
     "tools": "app.tools.version",
@@ -129,6 +145,8 @@ LOOPGUARD_INTERVENTION = "loopguard.intervention"
 LOOPGUARD_NORMALIZER_VERSION = "loopguard.normalizer.version"
 LOOPGUARD_MESSAGE = "loopguard.message"
 LOOPGUARD_COST_USD = "loopguard.cost.usd"
+#: On a ``serve`` event decided while the trace's spans arrived out of start order (judged again at its finish).
+LOOPGUARD_PROVISIONAL = "loopguard.provisional"
 
 # Metric names (final) and their units.
 METRIC_VERDICTS = "loopguard.verdicts"

@@ -15,7 +15,9 @@ A trace is never split silently.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
@@ -40,6 +42,24 @@ TRACE_OVERHEAD_BYTES = 4096
 _MAX_RELEASED_IDS = 1 << 17
 # Sources (file names) named on one report at most.
 _MAX_SOURCES = 4
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (restored after, if it was enabled).
+
+    What the collector holds until the input ends (a record, a judge and compact steps per trace) is acyclic and
+    grows the whole time, so every full pass of the cyclic collector walks all of it for nothing: with 10 000
+    traces held these passes took a quarter of the audit. Reference counting still frees everything.
+    """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 class StepReader:
@@ -181,6 +201,7 @@ class TraceCollector:
         self._released: OrderedDict[int, None] = OrderedDict()
         self._order = 0
         self._bytes = 0
+        self._last: int | None = None
         #: Traces released early because the buffer was full.
         self.early_releases = 0
         #: Span deliveries of a tool or model span already read (counted once).
@@ -209,8 +230,11 @@ class TraceCollector:
             partial = trace_id in self._released
             held = self._held[trace_id] = _Held(self._order, partial)
             self._bytes += TRACE_OVERHEAD_BYTES
-        else:
+            self._last = trace_id
+        elif trace_id != self._last:
+            # Least recently active first; a trace's spans mostly come together, so this is rarely needed.
             self._held.move_to_end(trace_id)
+            self._last = trace_id
         if span.end_ns > held.max_end_ns:
             held.max_end_ns = span.end_ns
         sources = held.sources
@@ -249,19 +273,25 @@ class TraceCollector:
         return []
 
     def add_all(self, spans: Iterable[SpanRecord], source: str) -> Iterator[TraceReport]:
-        """Hold every span of ``spans``; yields reports of traces released early."""
+        """Hold every span of ``spans``; yields reports of traces released early.
+
+        The cyclic garbage collector is paused meanwhile (see :func:`_collector_paused`).
+        """
         add = self.add
-        for span in spans:
-            released = add(span, source)
-            if released:
-                yield from released
+        with _collector_paused():
+            for span in spans:
+                released = add(span, source)
+                if released:
+                    yield from released
 
     def finish(self) -> list[TraceReport]:
         """Judge every held trace (the input ended); returns their reports in order of first appearance."""
-        held = sorted(self._held.items(), key=lambda item: item[1].order)
-        self._held.clear()
-        self._bytes = 0
-        return [self._report(trace_id, h) for trace_id, h in held]
+        with _collector_paused():
+            held = sorted(self._held.items(), key=lambda item: item[1].order)
+            self._held.clear()
+            self._bytes = 0
+            self._last = None
+            return [self._report(trace_id, h) for trace_id, h in held]
 
     def _add_turn(self, held: _Held, turn: Turn) -> bool:
         if turn.span_id in held.turn_ids:
@@ -298,6 +328,8 @@ class TraceCollector:
         out = []
         while self._bytes > self._max_bytes and self._held:
             trace_id, held = self._held.popitem(last=False)
+            if trace_id == self._last:
+                self._last = None
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
             self._bytes -= sum(_turn_bytes(t) for t in held.turns)
             self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())

@@ -59,9 +59,9 @@ def _known_keys() -> frozenset[str]:
         keys.update(s.attribute for s in agent.agent_name if s.attribute)
     # Content-like keys that are known not to be a call's content: schemas, definitions, descriptions, mime types.
     keys.update({
-        "tool.parameters", "gen_ai.tool.json_schema", "gen_ai.tool.definitions", "gen_ai.tool.description",
-        "input.mime_type", "output.mime_type", n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES,
-        "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response", "mastra.metadata.body",
+        n.OI_TOOL_PARAMETERS, n.GEN_AI_TOOL_JSON_SCHEMA, n.GEN_AI_TOOL_DEFINITIONS, n.GEN_AI_TOOL_DESCRIPTION,
+        n.OI_INPUT_MIME_TYPE, n.OI_OUTPUT_MIME_TYPE, n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES,
+        n.ADK_LLM_REQUEST, n.ADK_LLM_RESPONSE, n.MASTRA_METADATA_BODY,
     })
     return frozenset(keys)
 
@@ -161,7 +161,7 @@ class UnreadTrace:
         """One model or agent span."""
         self._model_spans += 1
         if len(self._model_keys) < 4 * MAX_KEYS:
-            self._model_keys.update(k for k in attrs if k.startswith(("gen_ai.", "llm.", "ai.")))
+            self._model_keys.update(k for k in attrs if k.startswith(n.GENAI_KEY_PREFIXES))
 
     def derived(self, count: int) -> None:
         """Tool calls read from model spans."""
@@ -172,6 +172,22 @@ class UnreadTrace:
         """The tool calls read from model spans, counted again (the derivation was done again)."""
         self._tool_calls += count - self._derived
         self._derived = count
+
+    def merge(self, other: UnreadTrace) -> None:
+        """Add what ``other`` noted (the spans of one more batch of the same trace)."""
+        self._tool_calls += other._tool_calls
+        self._derived += other._derived
+        self._model_spans += other._model_spans
+        self._unknown_spans += other._unknown_spans
+        if len(self._model_keys) < 4 * MAX_KEYS:
+            self._model_keys.update(other._model_keys)
+        if len(self._unknown) < 4 * MAX_KEYS:
+            self._unknown.update(other._unknown)
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls read so far (from tool spans, or derived from model spans)."""
+        return self._tool_calls
 
     def causes(self) -> list[Unread]:
         """What could not be read in the trace (empty when everything that looks like an agent's was read)."""

@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from .cost import CostTotal, Usage
-from .engine import LoopEngine
+from .engine import LoopEngine, TraceState
 from .model import STUCK, Intervention, Observation, ToolCall, Transition, Verdict
 from .signature import NUDGE_MARKER
 from .step_audit import StepAudit
@@ -121,6 +121,25 @@ class NestingRule(msgspec.Struct, frozen=True):
 
 class Nesting:
     """The rules that join nested tool spans of one call, tried in order; the first that joins decides.
+
+    A convention adds a rule by naming the origin of the inner span and a join function, e.g. an OpenInference
+    TOOL span (origin ``"openinference"``) wrapping the native ``execute_tool`` span (origin ``"genai"``) of the
+    same tool, overlapping in time, the span that carries the content standing for the call::
+
+        def wrapped(outer: Step, inner: Step) -> Step | None:
+            if outer.origin != "openinference" or outer.call.tool != inner.call.tool:
+                return None
+            if not (inner.start_ns < outer.end_ns and outer.start_ns < inner.end_ns):
+                return None
+            return inner if inner.call.arguments_captured else outer
+
+        nesting = Nesting(NestingRule("genai", wrapped), *MCP_CLIENT_NESTING.rules)
+        judge = TraceJudge(engine, nesting=nesting)
+
+    The judge offers a pair only when the inner step's parent span is a tool step of the same trace; it applies the
+    rules when it orders a whole trace, when a batch holds both, and live (the processor) by holding an inner step
+    whose parent tool span is still open until that parent ends. A pair that can only be joined after one of them
+    was judged on its own (``serve``: the parent arrived later) makes the judge reordered, and its finish joins them.
 
     Args:
         rules: the rules. A step whose origin no rule names is never joined, and costs nothing to check.
@@ -333,8 +352,11 @@ class TraceReport:
             "steps_used": self.steps_used,
             "ok": self.ok,
             "violations": list(self.violations),
-            "transitions": [t.as_dict() for t in self.transitions],
-            "interventions": [i.as_dict() for i in self.interventions],
+            "transitions": [_transition_dict(t) for t in self.transitions],
+            "interventions": [
+                {"step": i.step, "call": i.step + 1, "action": i.action, "message": i.message, "rule": i.rule}
+                for i in self.interventions
+            ],
             "partial": self.partial,
         }
         if self.cost is not None:
@@ -345,6 +367,20 @@ class TraceReport:
         if self.unread:
             out["unread"] = [dict(u) for u in self.unread]
         return out
+
+
+def _transition_dict(transition: Transition) -> dict[str, Any]:
+    # ``step`` is the 0-based index of the call, ``call`` its number from 1 (as ``loopguard.steps`` counts);
+    # a period belongs to a stuck verdict only (an uncertain or retrying repetition has none to report).
+    verdict = transition.verdict
+    return {
+        "step": transition.step,
+        "call": transition.step + 1,
+        "from": transition.previous,
+        "to": verdict.kind,
+        "rule": verdict.rule,
+        "period": verdict.period if verdict.kind == STUCK else None,
+    }
 
 
 def _event_key(observation: Observation) -> tuple[Any, ...]:
@@ -386,6 +422,7 @@ class TraceJudge:
         "_max_bytes",
         "_nesting",
         "_ready",
+        "_state",
         "_step_audit",
         "_transitions",
         "duplicates",
@@ -396,7 +433,6 @@ class TraceJudge:
         "reordered",
         "retracted",
         "seen_usage",
-        "state",
     )
 
     def __init__(
@@ -436,17 +472,28 @@ class TraceJudge:
         self._reset()
 
     def _reset(self) -> None:
-        engine = self._engine
-        #: The engine's state of the trace (read ``verdict``, ``steps``, ``cost``, ``stop``, ``last_intervention``).
-        self.state = engine.new_state()
-        cfg = engine.config
-        self._audit = StepAudit(cfg.max_steps, cfg.repeat_limit) if self._step_audit else None
+        # The engine's state and the step audit are made when first needed: a whole-trace judge (audit) holds
+        # only its steps until the input ends, for every trace of the input at once.
+        self._state: TraceState | None = None
+        self._audit: StepAudit | None = None
         self._transitions: list[Transition] = []
         self._interventions: list[Intervention] = []
         #: Tool calls judged that failed.
         self.failed_calls = 0
         #: Whether model usage was judged.
         self.seen_usage = False
+
+    @property
+    def state(self) -> TraceState:
+        """The engine's state of the trace (read ``verdict``, ``steps``, ``cost``, ``stop``, ``last_intervention``)."""
+        state = self._state
+        if state is None:
+            engine = self._engine
+            state = self._state = engine.new_state()
+            if self._step_audit:
+                cfg = engine.config
+                self._audit = StepAudit(cfg.max_steps, cfg.repeat_limit)
+        return state
 
     # -- what the callers read ----------------------------------------------------------------------------------
 
@@ -529,6 +576,29 @@ class TraceJudge:
             self._ready.append(step)
         return True
 
+    def discard(self, origin: str) -> int:
+        """Drop the kept and waiting steps of one origin (``serve``: tool calls derived from model spans, once the
+        trace turns out to have tool spans or its model spans are derived again); the next :meth:`finish` judges
+        the trace again, exactly, without them.
+
+        Returns:
+            How many steps were dropped (none when steps are not kept: the report is then marked partial).
+        """
+        log = self._log
+        if log is None:
+            self.partial = True
+            return 0
+        dropped = [s for s in log if s.origin == origin]
+        if not dropped:
+            return 0
+        self._log = [s for s in log if s.origin != origin]
+        self._ready = [s for s in self._ready if s.origin != origin]
+        self.kept_bytes = sum(_compact(s, self._max_bytes)[1] for s in self._log)
+        if self._ids is not None:
+            self._ids.difference_update(s.span_id for s in dropped)
+        self.reordered = True
+        return len(dropped)
+
     def drop_steps(self) -> int:
         """Free the kept steps (a memory budget was hit); the trace can no longer be judged again exactly.
 
@@ -544,11 +614,39 @@ class TraceJudge:
 
     # -- judging ------------------------------------------------------------------------------------------------
 
-    def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None) -> list[Judged]:
+    def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None,
+              judged: list[Step] | None = None) -> list[Judged]:
         """:meth:`add` one step and :meth:`advance` at once (the live processor's one call per span)."""
+        if (
+            self._ids is None
+            and not self._ready
+            and not self._held
+            and not self._inner_parents
+            and step.origin not in self._inner
+        ):
+            # The live processor's usual step, judged without the general machinery (same outcome: no span ids
+            # are kept, nothing waits, and no nesting rule can apply to it).
+            call = step.call
+            if call is not None:
+                args, result = call.arguments, call.result
+                limit = self._max_bytes
+                if not ((args is None or (args.__class__ is str and len(args) <= limit))
+                        and (result is None or (result.__class__ is str and len(result) <= limit))):
+                    step = _compact(step, limit)[0]
+            key = (step.start_ns, step.end_ns, step.span_id)
+            last = self._last
+            if last is not None and key < last:
+                self._reorder()
+            else:
+                self._last = key
+            if judged is not None:
+                judged.append(step)
+            out: list[Judged] = []
+            self._feed(step, untimed_at, out)
+            return out
         if not self.add(step, parent_open=parent_open):
             return []
-        return self.advance(untimed_at)
+        return self.advance(untimed_at, judged)
 
     def advance(self, untimed_at: float | None = None, judged: list[Step] | None = None) -> list[Judged]:
         """Judge the steps added since the last call, in start order, and return what is worth telling.
@@ -567,9 +665,13 @@ class TraceJudge:
         if not ready:
             return []
         self._ready = []
+        inner = self._inner
         if len(ready) > 1:
             ready.sort(key=_ORDER)
-        if self._inner:
+            if inner:
+                ready = self._live_join(ready)
+        elif inner and (self._held or self._inner_parents or ready[0].origin in inner):
+            # One step (the live processor's case): nesting has work only when something waits or may join.
             ready = self._live_join(ready)
         if judged is not None:
             judged.extend(ready)
@@ -673,10 +775,11 @@ class TraceJudge:
     def _feed(self, step: Step, untimed_at: float | None, out: list[Judged],
               told: set[tuple[Any, ...]] | None = None) -> None:
         engine = self._engine
+        state = self._state if self._state is not None else self.state
         call = step.call
         if call is not None:
             now = untimed_at if call.end is None and call.start is None else None
-            observation: Observation | None = engine.observe(self.state, call, now)
+            observation: Observation | None = engine.observe(state, call, now)
             audit = self._audit
             if audit is not None:
                 audit.add(call)
@@ -685,7 +788,7 @@ class TraceJudge:
         else:
             self.seen_usage = True
             usage = step.usage
-            observation = engine.add_usage(self.state, step.model, usage if usage is not None else Usage())
+            observation = engine.add_usage(state, step.model, usage if usage is not None else Usage())
         if observation is not None and (observation.transition is not None or observation.intervention is not None):
             self._record(observation, step, out, told)
 

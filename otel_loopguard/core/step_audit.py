@@ -84,10 +84,12 @@ def call_signature(call: ToolCall) -> str:
 class StepAudit:
     """The step audit of one trace, fed one call at a time; equal to :func:`audit_trace` over the same calls.
 
-    Two neighbours are compared without building signatures where equality is evident: calls of different tools
-    (names without ``|``, which cannot collide with another tool's signature) differ, and calls of one tool with
-    the same raw arguments are equal. Only the rest parse their arguments, and a run's signature is built at most
-    once.
+    Runs of identical calls lie inside *stretches* of neighbours that may be equal: consecutive calls of one tool
+    (or of tools named with ``|``, whose signatures may collide with another tool's). A stretch shorter than
+    ``repeat_limit`` cannot hold a violation, so its calls are only buffered (never more than ``repeat_limit``)
+    and never signed; once a stretch is that long, neighbours are compared one by one, without building
+    signatures where equality is evident (one tool with the same raw arguments), and a run's signature is built
+    at most once. Memory: the buffer, the current run's start and one of its calls, and the violations found.
 
     Args:
         max_steps: more calls than this is a ``step_limit:<n>`` violation.
@@ -95,15 +97,18 @@ class StepAudit:
             ``repeat_loop:<signature>@<index of its first call>`` violation.
     """
 
-    __slots__ = ("_last", "_limit", "_max_steps", "_run_signature", "_run_start", "_violations", "count", "dropped")
+    __slots__ = ("_last", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch", "_violations",
+                 "count", "dropped")
 
     def __init__(self, max_steps: int, repeat_limit: int) -> None:
         self._max_steps = max_steps
         self._limit = repeat_limit
         self.count = 0
         self.dropped = 0
+        # The current stretch's calls while it is shorter than repeat_limit; None once it is being resolved.
+        self._stretch: list[ToolCall] | None = []
         self._run_start = 0
-        self._last: ToolCall | None = None  # the previous call: a member of the current run
+        self._last: ToolCall | None = None  # the previous call (while resolving: a member of the current run)
         self._run_signature: str | None = None  # the current run's signature, once built
         self._violations: list[str] = []
 
@@ -114,18 +119,49 @@ class StepAudit:
         last = self._last
         self._last = call
         if last is None:
+            self._new_stretch(call, index)
             return
-        if last.tool == call.tool:
-            a, b = last.arguments, call.arguments
-            if a is b or (a.__class__ is str and a == b):
-                return
-        elif "|" not in last.tool and "|" not in call.tool:
-            self._end_run(index, last, None)
+        a, b = last.tool, call.tool
+        if a != b and "|" not in a and "|" not in b:
+            # A new stretch: the one before ends here, and with it any run being resolved.
+            if self._stretch is None:
+                self._end_run(index, last, None)
+            self._new_stretch(call, index)
+            return
+        stretch = self._stretch
+        if stretch is not None:
+            stretch.append(call)
+            if len(stretch) >= self._limit:
+                self._resolve(stretch, index)
+            return
+        if _evidently_equal(last, call):
             return
         signature = call_signature(call)
         if self._signature_of(last) == signature:
             return
         self._end_run(index, last, signature)
+
+    def _new_stretch(self, call: ToolCall, index: int) -> None:
+        stretch = self._stretch = [call]
+        if self._limit <= 1:
+            self._resolve(stretch, index)
+
+    def _resolve(self, stretch: list[ToolCall], index: int) -> None:
+        """The stretch (ending with call ``index``) became long enough to hold a run: find where the run of its
+        last call starts (runs ending earlier in it are shorter than the limit)."""
+        self._stretch = None
+        start = len(stretch) - 1
+        signature: str | None = None
+        while start > 0:
+            previous, current = stretch[start - 1], stretch[start]
+            if not _evidently_equal(previous, current):
+                if signature is None:
+                    signature = call_signature(current)
+                if call_signature(previous) != signature:
+                    break
+            start -= 1
+        self._run_start = index - (len(stretch) - 1 - start)
+        self._run_signature = signature
 
     def _signature_of(self, member: ToolCall) -> str:
         signature = self._run_signature
@@ -150,9 +186,18 @@ class StepAudit:
         """``{"ok": bool, "steps_used": int, "violations": [...]}`` as :func:`audit_trace` gives it (sorted)."""
         violations = list(self._violations)
         last = self._last
-        if last is not None and self.count - self._run_start >= self._limit and len(violations) < MAX_VIOLATIONS:
+        if (last is not None and self._stretch is None and self.count - self._run_start >= self._limit
+                and len(violations) < MAX_VIOLATIONS):
             violations.append(f"repeat_loop:{self._signature_of(last)}@{self._run_start}")
         if self.count > self._max_steps:
             violations.append(f"step_limit:{self.count}")
         violations.sort()
         return {"ok": not violations and not self.dropped, "steps_used": self.count, "violations": violations}
+
+
+def _evidently_equal(a: ToolCall, b: ToolCall) -> bool:
+    """Calls of one tool with the very same raw arguments (their signatures are then equal)."""
+    if a.tool != b.tool:
+        return False
+    x, y = a.arguments, b.arguments
+    return x is y or (x.__class__ is str and x == y)

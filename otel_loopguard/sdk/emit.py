@@ -119,6 +119,8 @@ class VerdictEvent:
         signature_digest: keyed digest of the call's signature.
         steps: tool calls of the trace so far.
         timestamp_ns: when it happened (the span's end).
+        provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
+            again, exactly, when it finishes.
     """
 
     trace_id: int
@@ -132,6 +134,7 @@ class VerdictEvent:
     signature_digest: str | None
     steps: int
     timestamp_ns: int | None
+    provisional: bool = False
 
 
 def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:
@@ -146,7 +149,9 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         n.LOOPGUARD_INTERVENTION: event.intervention.action if event.intervention else "none",
         n.LOOPGUARD_NORMALIZER_VERSION: normalizer_version,
     }
-    if verdict.period is not None:
+    if verdict.period is not None and verdict.kind == STUCK:
+        # A period describes a stuck cycle only (as in audit's reports); a repetition judged uncertain or
+        # retrying has its repetitions and cycle start, not a period to report.
         attrs[n.LOOPGUARD_PERIOD] = verdict.period
     if verdict.repetitions is not None:
         attrs[n.LOOPGUARD_REPETITIONS] = verdict.repetitions
@@ -163,6 +168,8 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         attrs[n.GEN_AI_AGENT_NAME] = bounded_name(event.agent)
     if event.conversation:
         attrs[n.GEN_AI_CONVERSATION_ID] = bounded_name(event.conversation)
+    if event.provisional:
+        attrs[n.LOOPGUARD_PROVISIONAL] = True
     return attrs
 
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_loopguard.cli import main
-from otel_loopguard.cli.demo_agent import DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
+from otel_loopguard.cli.demo_agent import DEMO_CONFIG_PATH, DEMO_CONFIG_TOML, EXPECTED, DemoResult, run_demo
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
 TITLES = (
@@ -127,10 +127,13 @@ def test_out_file_audits_to_the_same_verdicts(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_out_file_with_the_demo_config_reproduces_costs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """With the demo's configuration, ``audit`` prices the usage exactly as the demo did and stops the costly run."""
-    out, config = tmp_path / "demo.jsonl", tmp_path / "demo.toml"
-    config.write_text(DEMO_CONFIG_TOML)
-    result = run_demo(out=str(out), stream=io.StringIO())
+    """With the demo's configuration (the example file shipped in the package), ``audit`` prices the usage exactly
+    as the demo did and stops the costly run."""
+    out, config = tmp_path / "demo.jsonl", DEMO_CONFIG_PATH
+    assert config.parent.name == "examples" and config.parent.parent.name == "otel_loopguard"
+    stream = io.StringIO()
+    result = run_demo(out=str(out), stream=stream)
+    assert f"--config {config}" in stream.getvalue()
     audited = _audit_json(capsys, str(out), "--config", str(config))
     for s in result.scenarios:
         assert audited[s.trace_id]["cost_usd"] == pytest.approx(s.cost_usd, abs=1e-6), s.key
@@ -196,10 +199,10 @@ def test_exports_over_otlp_grpc_when_an_endpoint_is_set(
     assert "exported spans, verdict events and metrics" in capsys.readouterr().out
 
 
-def test_seed_reproduces_ids_and_timeline() -> None:
-    """The same seed gives the same trace ids and timeline; another seed gives other ids."""
+def test_variant_reproduces_ids_and_timeline() -> None:
+    """The same variant gives the same trace ids and timeline; another variant gives other ids."""
     a, b, c = io.StringIO(), io.StringIO(), io.StringIO()
-    ra, rb, rc = run_demo(stream=a, seed=1), run_demo(stream=b, seed=1), run_demo(stream=c, seed=2)
+    ra, rb, rc = run_demo(stream=a, variant=1), run_demo(stream=b, variant=1), run_demo(stream=c, variant=2)
     assert [s.trace_id for s in ra.scenarios] == [s.trace_id for s in rb.scenarios]
     assert a.getvalue() == b.getvalue()
     assert {s.trace_id for s in ra.scenarios}.isdisjoint(s.trace_id for s in rc.scenarios)

@@ -10,11 +10,11 @@ import pytest
 from otel_loopguard import cli
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
-from tests.support.recorded_fixtures import JUDGED_SOURCES, judged_fixture_files
+from tests.support.recorded_fixtures import PROCESSOR_SOURCES, judged_fixture_files
 from tests.support.scenario_expectations import expected
 from tests.support.span_replay import replay_spans
 
-FILES = judged_fixture_files()
+FILES = judged_fixture_files(PROCESSOR_SOURCES)
 STUCK = ("same_call_loop", "ping_pong", "reordered_keys")
 NEVER_STUCK = ("pagination", "healthy", "errors_then_success")
 
@@ -37,12 +37,12 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
 
 def test_fixture_set_covers_every_scenario() -> None:
     """The parametrisation below really spans all seven scenarios of every judged source (ADK adds one)."""
-    assert {_source(p) for p in FILES} == set(JUDGED_SOURCES)
-    for source in JUDGED_SOURCES:
+    assert {_source(p) for p in FILES} == set(PROCESSOR_SOURCES)
+    for source in PROCESSOR_SOURCES:
         scenarios = {_scenario(p) for p in FILES if _source(p) == source}
         assert {*STUCK, *NEVER_STUCK, "no_content"} <= scenarios <= {*STUCK, *NEVER_STUCK, "no_content",
                                                                    "parallel_calls"}, source
-    assert len(FILES) == 7 * len(JUDGED_SOURCES) + 2
+    assert len(FILES) == 7 * len(PROCESSOR_SOURCES) + 2
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -56,9 +56,12 @@ def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.Captu
     assert format(trace_id, "032x") == audit["trace_id"]
     events = [e for e in harness.events if e.trace_id == trace_id]
     assert len(events) == len(harness.events)
-    transitions = [{"step": e.transition.step, "from": e.transition.previous, "to": e.verdict.kind,
-                    "rule": e.verdict.rule, "period": e.verdict.period} for e in events if e.transition]
-    interventions = [e.intervention.as_dict() for e in events if e.intervention]
+    # audit --json numbers each call from 1 beside its 0-based step, and gives a period only to a stuck verdict.
+    transitions = [{"step": e.transition.step, "call": e.transition.step + 1, "from": e.transition.previous,
+                    "to": e.verdict.kind, "rule": e.verdict.rule,
+                    "period": e.verdict.period if e.verdict.kind == "stuck" else None}
+                   for e in events if e.transition]
+    interventions = [{**e.intervention.as_dict(), "call": e.intervention.step + 1} for e in events if e.intervention]
     assert transitions == audit["transitions"]
     assert interventions == audit["interventions"]
     final = events[-1].verdict.kind if events else "working"
