@@ -36,6 +36,9 @@ OP_INVOKE_AGENT = "invoke_agent"
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 #: The GenAI span name of a tool call is ``execute_tool {gen_ai.tool.name}``.
 EXECUTE_TOOL_SPAN_PREFIX = "execute_tool "
+# Span names of agent spans (GenAI `invoke_agent <name>`, OpenLLMetry `<name>.agent`).
+INVOKE_AGENT_SPAN_PREFIX = "invoke_agent"
+TRACELOOP_AGENT_SPAN_SUFFIX = ".agent"
 
 # --- Framework-specific keys (read; see conventions/table.py) ----------------
 # Vercel AI SDK (ai 6 experimental_telemetry, ai 7 LegacyOpenTelemetry).

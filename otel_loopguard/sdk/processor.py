@@ -54,6 +54,10 @@ def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
 
 _EMPTY: dict[str, Any] = {}
 _TOOL_SPAN_PREFIX = n.EXECUTE_TOOL_SPAN_PREFIX
+# Names of agent spans that get their attributes after start: GenAI `invoke_agent <name>` (strands, ADK) and
+# OpenLLMetry's `<name>.agent`.
+_LATE_AGENT_PREFIX = n.INVOKE_AGENT_SPAN_PREFIX
+_LATE_AGENT_SUFFIX = n.TRACELOOP_AGENT_SPAN_SUFFIX
 # Tool-call end times kept per open trace (for agent spans recognised only at their end), and causes of unread
 # input logged per processor, at most.
 _MAX_TOOL_ENDS = 4096
@@ -184,6 +188,36 @@ class _Roots:
         self.refs.pop(trace_id, None)
 
 
+class _LateAgents:
+    """Spans named like agent spans that started without attributes, by trace id: held weakly (an ended, freed span
+    goes), at most ``limit`` traces (the oldest forgotten)."""
+
+    __slots__ = ("limit", "refs")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.refs: dict[int, list[weakref.ref[Span]]] = {}
+
+    def add(self, trace_id: int, span: Span) -> None:
+        refs = self.refs
+        entry = refs.get(trace_id)
+        if entry is None:
+            if len(refs) >= self.limit:
+                try:
+                    del refs[next(iter(refs))]
+                except (StopIteration, KeyError, RuntimeError):
+                    pass  # changed by the worker meanwhile
+            entry = refs[trace_id] = []
+        if len(entry) < MAX_OPEN_AGENTS:
+            entry.append(weakref.ref(span))
+
+    def pop(self, trace_id: int) -> list[Span]:
+        entry = self.refs.pop(trace_id, None)
+        if not entry:
+            return []
+        return [span for ref in entry if (span := ref()) is not None]
+
+
 class _Finished:
     """What :meth:`LoopGuardSpanProcessor.verdict` and :meth:`~LoopGuardSpanProcessor.check` answer for a
     trace whose root has ended."""
@@ -290,6 +324,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
         self._roots = _Roots()
+        # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
+        self._late_agents = _LateAgents(self.config.max_traces)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
         )
@@ -321,6 +357,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
                 # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
                 self._roots.add(span.get_span_context().trace_id, span)
+            else:
+                name = span.name
+                if name.startswith(_LATE_AGENT_PREFIX) or name.endswith(_LATE_AGENT_SUFFIX):
+                    # Maybe an agent span whose attributes come after its start: looked at again when its trace's
+                    # next call is judged (held weakly, until then).
+                    self._late_agents.add(span.get_span_context().trace_id, span)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
@@ -515,12 +557,29 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return judge_slot
 
     def _target(self, trace_id: int, record: _Trace) -> Span | None:
-        """Where a span event goes (caller holds the record's lock); the record learns its root on first use."""
+        """Where a span event goes (caller holds the record's lock); the record learns its root on first use, and
+        its agent spans whose attributes arrived after their start."""
+        if self._late_agents.refs:
+            late = self._late_agents.pop(trace_id)
+            if late:
+                self._promote(record, late)
         if record.root is None:
             root = self._roots.get(trace_id)
             if root is not None:
                 record.root = weakref.ref(root)
         return record.target()
+
+    def _promote(self, record: _Trace, late: list[Span]) -> None:
+        """Agent spans that carry an agent convention's attributes now become the record's open agents (outer
+        first); a tool span's own attributes never name one (only agent spans are looked at)."""
+        known = {a.span_id for a in record.agents}
+        for span in sorted(late, key=lambda s: s.start_time or 0):
+            span_id = span.get_span_context().span_id
+            if span_id in known or not span.is_recording():
+                continue
+            name = _agent_of(self._extractor, span)
+            if name is not None and len(record.agents) < MAX_OPEN_AGENTS:
+                record.agents.append(_Agent(span_id, name, span))
 
     def _new_judge(self) -> TraceJudge:
         self._emitter.trace_started()
@@ -540,8 +599,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record = slot.state
             record.tools.discard(ctx.span_id)
             parent_open = parent is not None and parent.span_id in record.tools
-            agent = record.agents[-1] if record.agents else None
             target = self._target(trace_id, record)
+            agent = record.agents[-1] if record.agents else None
             key = record.key
             # The trace's calls are read from its tool spans: none is derived from its model spans.
             record.has_tools = True
@@ -662,6 +721,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _root_ended(self, trace_id: int) -> None:
         self._roots.pop(trace_id, None)
+        self._late_agents.refs.pop(trace_id, None)
         record = self._store.pop(trace_id)
         if record is None:
             return
