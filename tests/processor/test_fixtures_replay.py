@@ -124,15 +124,18 @@ def test_replay_is_faithful(path: Path, harness: Harness) -> None:
         assert [(e.name, e.timestamp, dict(e.attributes)) for e in span.events if e.name != "loopguard.verdict"] == [
             (n, t, dict(a)) for n, t, a in record.events]
         assert dict(span.attributes) == dict(record.attributes)
-    # Spans end in end-time order, except that a parent always ends after its children (a JavaScript child may be
-    # recorded as ending up to 1 ms after its parent: it was ended first all the same).
+    # Spans end in end-time order, except that a parent always ends after its children: a parent recorded as
+    # ending before one of its children (a JavaScript child by up to 1 ms; AutoGen's OpenInference agent span 5 ms
+    # after the native invoke_agent span around it) was ended first all the same, so it ends right after them.
     position = {s.context.span_id: i for i, s in enumerate(exported)}
     for s in exported:
         if s.parent is not None and s.parent.span_id in position:
             assert position[s.context.span_id] < position[s.parent.span_id], s.name
-    ends = [s.end_time for s in exported]
-    late = [(a, b) for a, b in zip(ends, ends[1:]) if b < a]
-    assert all(a - b < 1_000_000 for a, b in late), late
+    ended_before_a_child = {r.parent_span_id for r in records
+                            if r.parent_span_id in by_id and r.end_ns > by_id[r.parent_span_id].end_ns}
+    late = [(a.name, b.name) for a, b in zip(exported, exported[1:])
+            if b.end_time < a.end_time and b.context.span_id not in ended_before_a_child]
+    assert late == []
 
 
 def test_replay_keeps_kvlist_attributes(harness: Harness) -> None:

@@ -85,13 +85,8 @@ JUDGED_SOURCES = (
 #: Sources that ``audit`` reads right and the processor and ``serve`` do not yet (none).
 AUDIT_ONLY_SOURCES: tuple[str, ...] = ()
 
-#: Sources the live processor cannot judge as recorded: AutoGen under OpenInference ends its TOOL span about 5 ms
-#: BEFORE the native ``execute_tool`` span inside it (recorded end times), so live, in end order, the outer span
-#: is judged before its inner one ends and the call counts twice (``audit`` and ``serve`` join the two). The
-#: replay ends a parent after its children, which would hide this: these files are left out of the replay suites.
-LIVE_UNJOINABLE_SOURCES = ("autogen_openinference",)
-#: What the processor's replay suites judge.
-PROCESSOR_SOURCES = tuple(s for s in JUDGED_SOURCES if s not in LIVE_UNJOINABLE_SOURCES)
+#: What the processor's replay suites judge (every judged source).
+PROCESSOR_SOURCES = JUDGED_SOURCES
 
 
 def judged_fixture_files(sources: tuple[str, ...] = JUDGED_SOURCES) -> list[Path]:
