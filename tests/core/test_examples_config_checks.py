@@ -22,6 +22,7 @@ from otel_loopguard.core.config import (
     MAX_CONFIG_BYTES,
     LoopGuardConfig,
     Prices,
+    RedactedValue,
     RetryPolicy,
     ToolSettings,
     _extendable,
@@ -301,3 +302,28 @@ def test_the_file_is_opened_without_blocking_and_read_to_one_byte_past_the_limit
     assert len(flags) == 1 and flags[0] & os.O_NONBLOCK and flags[0] & os.O_CLOEXEC
     assert flags[0] & (os.O_WRONLY | os.O_RDWR) == 0
     assert sizes == [MAX_CONFIG_BYTES + 1]
+
+
+# --- redacted values ------------------------------------------------------------------------------------------------
+
+
+def test_a_redacted_value_is_a_string_limited_to_a_list_of_attribute_names() -> None:
+    # The attributes are kept as a tuple (a list given is converted); each part is checked with its own message.
+    assert RedactedValue("x", ["a", "b"]).attributes == ("a", "b")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^redacted_values: a placeholder must be a string, got 3$"):
+        RedactedValue(3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^redacted_values: attributes must be a list of strings, got \['a', 1\]$"):
+        RedactedValue("x", ["a", 1])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^redacted_values: attributes must be a list of strings, got 'ab'$"):
+        RedactedValue("x", "ab")  # type: ignore[arg-type]
+
+
+def test_redacted_values_must_be_a_list() -> None:
+    # A single string is not a list of placeholders, nor is a number.
+    with pytest.raises(ConfigError, match=r"^redacted_values must be a list of strings or \{value, attributes\} "
+                                          r"tables, got 'x'$"):
+        LoopGuardConfig(redacted_values="x")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^redacted_values must be a list of strings or \{value, attributes\} "
+                                          r"tables, got 5$"):
+        LoopGuardConfig(redacted_values=5)  # type: ignore[arg-type]
+    assert LoopGuardConfig(redacted_values=["-"]).redacted_values == (RedactedValue("-"),)  # type: ignore[arg-type]

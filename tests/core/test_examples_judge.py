@@ -739,3 +739,31 @@ def test_a_usage_step_without_token_counts_is_usage_all_the_same() -> None:
     assert judge.seen_usage is True
     cost = judge.report("x", None).cost
     assert cost is not None and cost.usd == 0.0
+
+
+# --- steps of one origin discarded (serve: tool calls derived from model spans) -------------------------------------
+
+def test_discarding_an_origin_drops_its_steps_and_asks_for_the_exact_judgement() -> None:
+    # Two derived steps (origin "model") and one tool step are kept: 3 x (480 + 2 for '{}' arguments) bytes.
+    # Discarding "model" drops two; what is kept is the tool step alone (482 bytes), and the judge is reordered, so
+    # finish judges the trace again without them: one call.
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, start_ns=0, end_ns=0, call=ToolCall("a", "{}"), origin="model"))
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, call=ToolCall("b", "{}"), origin="model"))
+    judge.add(Step(span_id=3, start_ns=2, end_ns=2, call=ToolCall("c", "{}")))
+    judge.advance()
+    assert (judge.steps, judge.kept_bytes) == (3, 3 * 482)
+    assert judge.discard("nothing-of-this-origin") == 0
+    assert judge.reordered is False
+    assert judge.discard("model") == 2
+    assert (judge.kept_bytes, judge.reordered) == (482, True)
+    judge.finish()
+    assert judge.steps == 1
+    # A discarded span delivered again is no duplicate (its id is forgotten).
+    assert judge.add(Step(span_id=1, start_ns=0, end_ns=0, call=ToolCall("a", "{}"), origin="model")) is True
+
+
+def test_discarding_without_kept_steps_makes_the_report_partial() -> None:
+    judge = TraceJudge(LoopEngine(), keep_steps=False)
+    judge.judge(Step(span_id=1, call=ToolCall("a", "{}"), origin="model"))
+    assert (judge.discard("model"), judge.partial) == (0, True)
