@@ -1,6 +1,6 @@
-"""Cost of model usage from a price table kept in configuration (seed 003).
+"""Cost of model usage from a price table kept in configuration.
 
-Two token-accounting conventions exist. Anthropic-style usage (seed 003)
+Two token-accounting conventions exist. Anthropic-style usage
 reports cache reads and writes *beside* the input tokens; the OpenTelemetry
 GenAI conventions count cached tokens *inside* ``gen_ai.usage.input_tokens``.
 :class:`Usage` says which one it holds, so no token is priced twice.
@@ -34,7 +34,7 @@ class Usage(Struct, frozen=True, gc=False):
 
     @classmethod
     def from_anthropic(cls, usage: Mapping[str, int]) -> Usage:
-        """Read a usage dict in seed 003's (Anthropic API) spelling, cache tokens beside the input."""
+        """Read a usage dict in the Anthropic API's spelling, cache tokens beside the input."""
         return cls(
             input_tokens=usage.get("input_tokens", 0),
             output_tokens=usage.get("output_tokens", 0),

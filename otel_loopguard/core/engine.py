@@ -1,6 +1,6 @@
 """The verdict engine: the detectors applied in the declared decision order, then the intervention ladder.
 
-After every tool call of a trace (seed 004):
+After every tool call of a trace, in this order:
 
 1. a valid dependency lease → ``waiting`` (:mod:`.lease`);
 2. repetition in the window: the shortest periodic suffix (:mod:`.period`), else one call repeated
@@ -126,7 +126,7 @@ class TraceState:
 
 
 class LoopEngine:
-    """Judges tool calls of traces with the detectors in the seed-004 decision order, then the ladder.
+    """Judges tool calls of traces with the detectors in the documented decision order, then the ladder.
 
     Args:
         config: the configuration; the engine is immutable and shared by all traces.

@@ -1,6 +1,6 @@
 """The frequency detector: one call seen at least ``frequency_limit`` times in the window (rule ``frequency``).
 
-Seed 003's rule, for repetition that is not periodic (``A x A y A``). A signature cannot repeat more often than its
+The frequency rule, for repetition that is not periodic (``A x A y A``). A signature cannot repeat more often than its
 tool, so calls are compared only once their tool is frequent enough, and only with calls of that tool.
 """
 

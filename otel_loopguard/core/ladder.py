@@ -1,6 +1,6 @@
 """The intervention ladder: what a trace's verdicts become — hysteresis, transitions, nudge, stop, budgets.
 
-Seed 003's ladder, and the only place that decides it: the first ``stuck`` nudges the model (a message the harness
+The ladder, and the only place that decides it: the first ``stuck`` nudges the model (a message the harness
 puts in the tool result); ``stuck`` that goes on after the nudge (``stop_after`` more calls) stops the run; a trace
 that gets stuck again after ``max_nudges`` nudges is stopped at once; a budget (steps, cost) exceeded stops the run.
 

@@ -27,7 +27,7 @@ import msgspec
 from .cache import BoundedCache
 
 #: Bumped whenever canonicalisation or evidence digests change, so that a new
-#: normalizer is never mistaken for a change in agent behaviour (seed 004).
+#: normalizer is never mistaken for a change in agent behaviour (progress-aware verdicts).
 NORMALIZER_VERSION = "loopguard-norm/1"
 
 #: Canonical arguments of a call whose arguments were not recorded.

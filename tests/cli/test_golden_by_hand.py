@@ -59,7 +59,7 @@ def _i(step: int, action: str, rule: str, message: str) -> dict[str, Any]:
 #   evidence changed within the cycle -> working (rule progress; its period 1 is not reported: not stuck).
 # - call 7: fetch, nothing repeats -> working (rule none), no transition (already working).
 # The last stuck verdict (call 5) had no period, so the report's period is null.
-# Seed-000 step audit: runs of 3 identical calls at 0 (calls 0-2) and at 4 (calls 4-6).
+# Step audit: runs of 3 identical calls at 0 (calls 0-2) and at 4 (calls 4-6).
 # Cost: no prices configured, so 0 USD and 1200 + 30 = 1230 unpriced tokens of model "m".
 MIXED_AGENT = {
     "trace_id": "0af7651916cd43dd8448eb211c80319c", "verdict": "working", "rule": "none", "period": None,

@@ -7,7 +7,7 @@ behaviour made in both engines on purpose:
 * hysteresis never delays a stuck cycle in which every call failed with a permanent error class (one that
   retrying cannot fix); the reference keeps every call's flag and looks at the cycles' calls directly.
 
-Original module docstring: the verdict engine: per-trace state, incremental detectors and the seed-004 decision order.
+Original module docstring: the verdict engine: per-trace state, incremental detectors and the progress-aware decision order.
 
 Every call costs O(max_period) plus, only when a signature repeats often enough
 to be judged by frequency, one pass over the window. Nothing rescans history.
@@ -150,7 +150,7 @@ class ReferenceState:
 
 
 class ReferenceEngine:
-    """Judges tool calls of traces with the detectors and the seed-004 decision order.
+    """Judges tool calls of traces with the detectors and the progress-aware decision order.
 
     Args:
         config: the configuration; the engine is immutable and shared by all traces.

@@ -1,4 +1,4 @@
-"""Cost from the price table: seed 003's numbers, the GenAI token convention and unknown models."""
+"""Cost from the price table: the worked price example's numbers, the GenAI token convention and unknown models."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ from otel_loopguard.core.cost import CostTotal, Usage, cost_usd
 SEED_PRICES = Prices(input=5.00, output=25.00, cache_read=0.50, cache_write=6.25)
 
 
-def test_seed003_first_call_with_cache_write() -> None:
+def test_price_example_first_call_with_cache_write() -> None:
     """300 in, 400 out and 20,000 cache-write tokens cost $0.1365."""
     first = Usage.from_anthropic({"input_tokens": 300, "output_tokens": 400, "cache_creation_input_tokens": 20_000})
     assert f"${cost_usd(first, SEED_PRICES):.4f}" == "$0.1365"
     assert cost_usd(first, SEED_PRICES) == pytest.approx(0.1365, abs=1e-12)
 
 
-def test_seed003_later_call_with_cache_read() -> None:
+def test_price_example_later_call_with_cache_read() -> None:
     """300 in, 400 out and 20,000 cache-read tokens cost $0.0215."""
     later = Usage.from_anthropic({"input_tokens": 300, "output_tokens": 400, "cache_read_input_tokens": 20_000})
     assert f"${cost_usd(later, SEED_PRICES):.4f}" == "$0.0215"
 
 
-def test_seed003_plain_prices() -> None:
+def test_price_example_plain_prices() -> None:
     """2,000 in and 1,000 out at $3/$15 per million round to 0.021."""
     usage = Usage.from_anthropic({"input_tokens": 2000, "output_tokens": 1000})
     assert round(cost_usd(usage, Prices(input=3.0, output=15.0)), 3) == 0.021

@@ -1,4 +1,4 @@
-"""Seed 004: the six-case table replayed at one fixed observation time, and the variants that flip each case."""
+"""The progress-aware six-case table replayed at one fixed observation time, and the variants that flip each case."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from otel_loopguard.core.signature import NORMALIZER_VERSION
 
 from ._helpers import T0, call
 
-# The seed's own parameters: six-call window, periods up to three, two repetitions, 2 s retry interval.
+# The table's own parameters: six-call window, periods up to three, two repetitions, 2 s retry interval.
 CONFIG = LoopGuardConfig(
     window=6, max_period=3, min_repetitions=2, frequency_limit=3,
     retry=RetryPolicy(interval_seconds=2.0, backoff_rate=2.0, max_attempts=3),

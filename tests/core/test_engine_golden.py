@@ -21,7 +21,7 @@ def test_defaults_are_the_documented_ones() -> None:
     ("sequence", "index", "rule", "period"),
     [
         ("AAA", 2, "period", 1),
-        # A is seen a third time at index 4: the seed-003 frequency rule fires before two more cycles complete.
+        # A is seen a third time at index 4: the frequency rule fires before two more cycles complete.
         ("ABABAB", 4, "frequency", None),
         ("ABCABCABC", 6, "frequency", None),
         ("AxAyA", 4, "frequency", None),
@@ -56,7 +56,7 @@ def test_without_frequency_the_period_rule_fires_at_the_third_cycle() -> None:
     assert first_index(obs, "stuck") == 8 and obs[8].verdict.period == 3
 
 
-def test_seed003_example_fires_at_the_fifth_call() -> None:
+def test_frequency_example_fires_at_the_fifth_call() -> None:
     """read, edit, read, run, read with identical results is stuck by frequency at index 4, not before."""
     seq = [("read", {"path": "a.py", "limit": 10}), ("edit", {"path": "a.py"}),
            ("read", {"limit": 10, "path": "a.py"}), ("run", {"cmd": "test"}),
@@ -70,7 +70,7 @@ def test_seed003_example_fires_at_the_fifth_call() -> None:
     assert "stuck" not in kinds(first_four)
 
 
-def test_seed003_example_with_changing_reads_is_working() -> None:
+def test_frequency_example_with_changing_reads_is_working() -> None:
     """The same sequence whose read results change is working by the progress rule."""
     seq = ["read", "edit", "read", "run", "read"]
     calls = [call(t, {"path": "a.py"}, result=f"r{i}", at=float(i)) for i, t in enumerate(seq)]
