@@ -437,7 +437,8 @@ class _Demo:
         t = event.transition
         if t is not None:
             v = t.verdict
-            detail = f"rule {v.rule}" + (f", period {v.period}" if v.period else "")
+            # A period is shown only while stuck, as audit and the verdict events do.
+            detail = f"rule {v.rule}" + (f", period {v.period}" if v.kind == "stuck" and v.period else "")
             if v.repetitions and v.rule in ("period", "frequency", "retry", "evidence"):
                 detail += f", {v.repetitions}x"
             self.out.write(f"{pad}{paint.dim('verdict')} {paint.word(t.previous)} {paint.dim('->')} "
@@ -541,7 +542,7 @@ def _summary(results: list[ScenarioResult], out: IO[str], paint: _Palette) -> No
     headers = ("scenario", "calls", "verdict", "rule/period", "interventions", "cost")
     rows = []
     for r in results:
-        rule = r.rule + (f"/{r.period}" if r.period else "")
+        rule = r.rule + (f"/{r.period}" if r.verdict == "stuck" and r.period else "")
         actions = ", ".join(r.interventions) + (f" ({r.stop_rule})" if r.stop_rule else "") if r.interventions else "-"
         rows.append((r.title.split(":")[0], str(r.calls), r.verdict, rule, actions, f"${r.cost_usd:.4f}"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
