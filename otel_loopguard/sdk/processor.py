@@ -246,8 +246,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
         self._roots = _Roots()
+        self._per_conversation = self.config.per_conversation
+        # The slot of the trace judged last, with its trace id: consecutive spans of one trace (the usual order of
+        # a queue) reuse it after one dict lookup instead of the store's locked LRU update.
+        self._last_slot: tuple[int, Any] | None = None
+        # Tool calls counted per tool name since the last drain (deferred only: the worker, or whoever drains,
+        # holds the drain lock), handed to the metric tally once per drain instead of once per span.
+        self._tool_counts: dict[str, int] = {}
         self._deferred = (
-            DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
+            DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
+                         on_drained=self._flush_counts) if deferred else None
         )
         self._submit = self._deferred.submit if self._deferred is not None else self._process
         if self._deferred is not None:
@@ -335,8 +343,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._roots.add(ctx.trace_id, span)  # not a GenAI span after all: a plain local root
             return
         start = span.start_time
-        slot = self._store.slot(ctx.trace_id, start * 1e-9 if start else time.time())
-        assert slot is not None
+        slot = self._trace_slot(ctx.trace_id, start * 1e-9 if start else time.time())
         with slot.lock:
             record = slot.state
             if is_root:
@@ -482,43 +489,71 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Live: judged as spans end (never re-judged), so no steps are kept; no report, so no step audit.
         return TraceJudge(self._engine, keep_steps=False, step_audit=False)
 
+    def _trace_slot(self, trace_id: int, now: float) -> Any:
+        """The store slot of a trace (created when missing), marked as used at ``now``.
+
+        The slot of the trace judged last is reused while the store still holds it: it is the most recently used
+        one already, so only its time changes (expiry of idle traces waits for the next other trace).
+        """
+        last = self._last_slot
+        if last is not None and last[0] == trace_id:
+            slot = last[1]
+            if self._store.get(trace_id) is slot.state:
+                slot.seen = now
+                return slot
+        slot = self._store.slot(trace_id, now)
+        self._last_slot = (trace_id, slot)
+        return slot
+
+    def _flush_counts(self) -> None:
+        """Hand the tool calls counted since the last drain to the metric tally (once per tool name)."""
+        counts = self._tool_counts
+        if counts:
+            self._tool_counts = {}
+            self._emitter.count_tool_calls(counts)
+
     def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
         trace_id = ctx.trace_id
+        span_id = ctx.span_id
         parent = span.parent
+        start = span.start_time
         end = span.end_time
         now = end * 1e-9 if end else time.time()
-        slot = self._store.slot(trace_id, now)
-        assert slot is not None
+        slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
-            record.tools.discard(ctx.span_id)
-            parent_open = parent is not None and parent.span_id in record.tools
-            agent = record.agents[-1] if record.agents else None
-            target = self._target(trace_id, record)
+            tools = record.tools
+            if tools:
+                tools.discard(span_id)
+                parent_open = parent is not None and parent.span_id in tools
+            else:
+                parent_open = False
+            agents = record.agents
+            agent = agents[-1] if agents else None
             key = record.key
         status = span.status
         status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
             attrs,
-            span_name=span.name,
-            start_ns=span.start_time,
-            end_ns=end,
-            status_error=status_error,
-            status_message=status.description,
+            span.name,
+            start,
+            end,
+            status_error,
+            status.description,
             # Events matter only for the error class of a failed call; ``span.events`` copies them.
-            events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
+            ((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
         )
         # The agent and conversation are read only when an event is told (_publish), not for every call.
         step = Step(
-            span_id=ctx.span_id,
-            parent_span_id=parent.span_id if parent is not None else None,
-            start_ns=span.start_time or 0,
-            end_ns=end or 0,
-            call=call,
+            span_id,
+            parent.span_id if parent is not None else None,
+            start or 0,
+            end or 0,
+            call,
             origin=ORIGIN_MCP_CLIENT if is_mcp_client(attrs) else "",
         )
-        judge_slot = self._judge_slot(slot, key, attrs, now)
+        judge_slot = self._judge_slot(slot, key, attrs, now) if self._per_conversation else slot
         judged: list[Step] = []
         with judge_slot.lock:
             judge_record = judge_slot.state
@@ -526,12 +561,21 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if judge is None:
                 judge = judge_record.judge = self._new_judge()
             told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        counts = self._tool_counts if self._deferred is not None else None
         for done in judged:
-            if done.call is not None:
-                self._emitter.tool_call(done.call.tool)
+            done_call = done.call
+            if done_call is not None:
+                if counts is not None:
+                    tool = done_call.tool
+                    counts[tool] = counts.get(tool, 0) + 1
+                else:
+                    self._emitter.tool_call(done_call.tool)
                 if agent is not None:
                     agent.tool_calls += 1
         if told:
+            # Where the span event goes, looked up only now that there is one.
+            with slot.lock:
+                target = self._target(trace_id, record)
             label = (agent.name if agent is not None else None) or agent_name(attrs)
             for item in told:
                 self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
@@ -544,8 +588,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         trace_id = ctx.trace_id
         end = span.end_time
         now = end * 1e-9 if end else time.time()
-        slot = self._store.slot(trace_id, now)
-        assert slot is not None
+        slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
             target = self._target(trace_id, record)
