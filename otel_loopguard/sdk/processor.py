@@ -294,7 +294,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         try:
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            if not MARKER_KEYS.isdisjoint(span.attributes or ()):
+            # (Tested against None rather than for truth: an SDK mapping's len() is a Python call.)
+            attrs = span.attributes
+            if attrs is not None and not MARKER_KEYS.isdisjoint(attrs):
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
                 if not is_root:
@@ -367,6 +369,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._deferred is not None:
             self._deferred.shutdown()
         self._is_shutdown = True
+        self._last_slot = None
         for key in self._store.tracked_keys():
             record = self._store.pop(key)
             if record is not None and record.judge is not None:
@@ -505,6 +508,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._last_slot = (trace_id, slot)
         return slot
 
+    def _forget_slot(self, trace_id: Any) -> None:
+        """Drop the reused slot when its trace leaves the store, so a released trace's state is freed at once."""
+        last = self._last_slot
+        if last is not None and last[0] == trace_id:
+            self._last_slot = None
+
     def _flush_counts(self) -> None:
         """Hand the tool calls counted since the last drain to the metric tally (once per tool name)."""
         counts = self._tool_counts
@@ -631,6 +640,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _root_ended(self, trace_id: int) -> None:
         self._roots.pop(trace_id, None)
         record = self._store.pop(trace_id)
+        self._forget_slot(trace_id)
         if record is None or record.key is not None:
             return  # conversation state outlives one trace; its TTL releases it
         judge = record.judge
@@ -653,6 +663,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _evicted(self, key: Hashable, record: _Trace, reason: str) -> None:
         try:
+            self._forget_slot(key)
             if isinstance(key, int):
                 self._roots.pop(key, None)
             if record.judge is not None:

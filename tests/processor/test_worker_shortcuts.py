@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from otel_loopguard import LoopGuardConfig
+from otel_loopguard.core.judge import TraceJudge
 
 from .conftest import HarnessFactory
 
@@ -50,3 +53,27 @@ def test_a_released_trace_is_not_revived_by_the_reused_slot(make_harness: Harnes
     verdict = h.processor.verdict(trace_id)
     assert verdict is not None and verdict.kind == "working"
     assert h.processor.tracked_traces == 1
+
+
+def test_a_released_trace_leaves_no_judge_behind(make_harness: HarnessFactory) -> None:
+    """After its root ends, nothing of a trace stays: no trace judge of this processor's engine is alive.
+
+    (The reused slot of the last trace judged must go with the trace; otherwise one released trace per processor
+    would stay in memory until the next trace arrives.)
+    """
+    h = make_harness()
+    root = h.agent()
+    h.tool(root, args={"q": "a"})
+    h.tool(root, args={"q": "b"})
+    engine = h.processor._engine
+
+    def judges() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, TraceJudge) and o._engine is engine)
+
+    h.processor.force_flush()
+    assert judges() == 1
+    h.end(root)
+    h.processor.force_flush()
+    assert h.processor.tracked_traces == 0
+    assert judges() == 0
