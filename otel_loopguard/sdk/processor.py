@@ -306,7 +306,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
-                self._submit((_ENDED, span, True, None, is_root))
+                # The attributes read here go along, so the worker does not read them from the span again.
+                self._submit((_ENDED, span, True, attrs, is_root))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
@@ -324,7 +325,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 return
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
-                attrs = _plain(span.attributes)
+                attrs = _plain(b if b is not None else span.attributes)
                 role = span_role(attrs)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
