@@ -297,8 +297,31 @@ def _json_float(value: float) -> Any:
     return folded
 
 
+_FOLD_LIMIT = float(2**53)
+_isfinite = math.isfinite
+_Raw = msgspec.Raw
+_float_repr = float.__repr__
+# Number tokens seen, with what the decoder hands over for them: parsing and writing a float are the slow part of
+# decoding arguments (arguments repeat their few floats: scores, temperatures, limits), and the values are immutable.
+_FLOAT_TOKENS: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
+_FLOAT_TOKEN_MAX = 40
+
+
 def _ms_float(text: str) -> Any:
-    return _json_float(float(text))
+    """:func:`_json_float` of a JSON number token: cached, common cases first."""
+    hit = _FLOAT_TOKENS.get(text)
+    if hit is not None:
+        return hit
+    value = float(text)
+    if value.is_integer():  # finite and integral
+        out: Any = int(value) if -_FOLD_LIMIT < value < _FOLD_LIMIT else _Raw(_float_repr(value).encode())
+    elif _isfinite(value):
+        out = _Raw(_float_repr(value).encode())
+    else:
+        out = _json_float(value)
+    if len(text) <= _FLOAT_TOKEN_MAX:
+        _FLOAT_TOKENS.put(text, out)
+    return out
 
 
 _ms_decode = msgspec.json.Decoder(float_hook=_ms_float).decode

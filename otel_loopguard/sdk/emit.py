@@ -255,6 +255,13 @@ class Emitter:
         """Count one tool call."""
         self._tool_calls.add(1, self.tool_names(tool))
 
+    def count_tool_calls(self, counts: dict[str, int]) -> None:
+        """Count tool calls by tool name (a batch counted by the caller)."""
+        names = self.tool_names
+        tally = self._tool_calls
+        for tool, count in counts.items():
+            tally.add(count, names(tool))
+
     def emit(self, event: VerdictEvent, target: Span | None) -> None:
         """Send the event, the span event on ``target`` (the agent or root span) and the metrics."""
         attrs = event_attributes(event, self._version)

@@ -324,10 +324,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
         self._roots = _Roots()
+        self._per_conversation = self.config.per_conversation
+        # The slot of the trace judged last, with its trace id: consecutive spans of one trace (the usual order of
+        # a queue) reuse it after one dict lookup instead of the store's locked LRU update.
+        self._last_slot: tuple[int, Any] | None = None
+        # Tool calls counted per tool name since the last drain (deferred only: the worker, or whoever drains,
+        # holds the drain lock), handed to the metric tally once per drain instead of once per span.
+        self._tool_counts: dict[str, int] = {}
         # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
         self._late_agents = _LateAgents(self.config.max_traces)
         self._deferred = (
-            DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
+            DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
+                         on_drained=self._flush_counts) if deferred else None
         )
         self._submit = self._deferred.submit if self._deferred is not None else self._process
         if self._deferred is not None:
@@ -372,8 +380,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         try:
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them
-            # (a GenAI tool span name without attributes is one too: ADK for JS when the tool raised).
-            if not self._markers.isdisjoint(span.attributes or ()) or span.name.startswith(_TOOL_SPAN_PREFIX):
+            # (a GenAI tool span name without attributes is one too: ADK for JS when the tool raised). The mapping
+            # is tested against None rather than for truth: an SDK mapping's len() is a Python call.
+            attrs = span.attributes
+            if (attrs is not None and not self._markers.isdisjoint(attrs)) or span.name.startswith(_TOOL_SPAN_PREFIX):
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
                 if not is_root:
@@ -383,7 +393,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
-                self._submit((_ENDED, span, True, None, is_root))
+                # The attributes read here go along, so the worker does not read them from the span again.
+                self._submit((_ENDED, span, True, attrs, is_root))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
@@ -401,7 +412,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 return
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
-                attrs = _plain(span.attributes)
+                attrs = _plain(b if b is not None else span.attributes)
                 role = self._extractor.span_role(attrs, span.name)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
@@ -422,8 +433,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._roots.add(ctx.trace_id, span)  # not a GenAI span after all: a plain local root
             return
         start = span.start_time
-        slot = self._store.slot(ctx.trace_id, start * 1e-9 if start else time.time())
-        assert slot is not None
+        slot = self._trace_slot(ctx.trace_id, start * 1e-9 if start else time.time())
         with slot.lock:
             record = slot.state
             if is_root:
@@ -447,6 +457,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._deferred is not None:
             self._deferred.shutdown()
         self._is_shutdown = True
+        self._last_slot = None
         for key in self._store.tracked_keys():
             record = self._store.pop(key)
             if record is not None and record.judge is not None:
@@ -587,18 +598,52 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # tool spans of one call (an OpenInference TOOL span around AutoGen's own) join as in ``audit``.
         return TraceJudge(self._engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
 
+    def _trace_slot(self, trace_id: int, now: float) -> Any:
+        """The store slot of a trace (created when missing), marked as used at ``now``.
+
+        The slot of the trace judged last is reused while the store still holds it: it is the most recently used
+        one already, so only its time changes (expiry of idle traces waits for the next other trace).
+        """
+        last = self._last_slot
+        if last is not None and last[0] == trace_id:
+            slot = last[1]
+            if self._store.get(trace_id) is slot.state:
+                slot.seen = now
+                return slot
+        slot = self._store.slot(trace_id, now)
+        self._last_slot = (trace_id, slot)
+        return slot
+
+    def _forget_slot(self, trace_id: Any) -> None:
+        """Drop the reused slot when its trace leaves the store, so a released trace's state is freed at once."""
+        last = self._last_slot
+        if last is not None and last[0] == trace_id:
+            self._last_slot = None
+
+    def _flush_counts(self) -> None:
+        """Hand the tool calls counted since the last drain to the metric tally (once per tool name)."""
+        counts = self._tool_counts
+        if counts:
+            self._tool_counts = {}
+            self._emitter.count_tool_calls(counts)
+
     def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
         trace_id = ctx.trace_id
+        span_id = ctx.span_id
         parent = span.parent
+        start = span.start_time
         end = span.end_time
         now = end * 1e-9 if end else time.time()
-        slot = self._store.slot(trace_id, now)
-        assert slot is not None
+        slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
-            record.tools.discard(ctx.span_id)
-            parent_open = parent is not None and parent.span_id in record.tools
+            tools = record.tools
+            if tools:
+                tools.discard(span_id)
+                parent_open = parent is not None and parent.span_id in tools
+            else:
+                parent_open = False
             target = self._target(trace_id, record)
             agent = record.agents[-1] if record.agents else None
             key = record.key
@@ -613,7 +658,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         call = self._extractor.tool_call(
             attrs,
             span_name=span.name,
-            start_ns=span.start_time,
+            start_ns=start,
             end_ns=end,
             status_error=status.status_code is StatusCode.ERROR,
             status_message=status.description,
@@ -629,9 +674,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # The agent and conversation are read only when an event is told (_publish), not for every call. Only a
         # span inside an open tool span may be the same call seen twice (the judge's fast path stays for the rest).
         step = Step(
-            span_id=ctx.span_id,
+            span_id=span_id,
             parent_span_id=parent.span_id if parent is not None else None,
-            start_ns=span.start_time or 0,
+            start_ns=start or 0,
             end_ns=end or 0,
             call=call,
             origin=tool_origin(attrs) if parent_open else "",
@@ -646,8 +691,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         end = span.end_time
         now = end * 1e-9 if end else time.time()
         parent = span.parent
-        slot = self._store.slot(trace_id, now)
-        assert slot is not None
+        slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
             target = self._target(trace_id, record)
@@ -675,7 +719,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                      agent: _Agent | None, target: Span | None, ctx: SpanContext | None, *, parent_open: bool = False,
                      label: str | None = None, span_name: str = "") -> None:
         """Judge the steps one span gave (a tool call; a model call's usage and the calls derived from it)."""
-        judge_slot = self._judge_slot(slot, key, attrs, now)
+        judge_slot = self._judge_slot(slot, key, attrs, now) if self._per_conversation else slot
         judged: list[Step] = []
         told: list[Judged] = []
         with judge_slot.lock:
@@ -685,9 +729,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 judge = judge_record.judge = self._new_judge()
             for step in steps:
                 told += judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        counts = self._tool_counts if self._deferred is not None else None
         for done in judged:
-            if done.call is not None:
-                self._emitter.tool_call(done.call.tool)
+            done_call = done.call
+            if done_call is not None:
+                if counts is not None:
+                    tool = done_call.tool
+                    counts[tool] = counts.get(tool, 0) + 1
+                else:
+                    self._emitter.tool_call(done_call.tool)
                 if agent is not None:
                     agent.tool_calls += 1
         if told:
@@ -700,9 +750,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
         end = span.end_time
-        slot = self._store.slot(span.context.trace_id, end * 1e-9 if end else time.time())
-        if slot is None:
-            return
+        slot = self._trace_slot(span.context.trace_id, end * 1e-9 if end else time.time())
         with slot.lock:
             record = slot.state
             record.unread_now().model(attrs)
@@ -723,6 +771,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._roots.pop(trace_id, None)
         self._late_agents.refs.pop(trace_id, None)
         record = self._store.pop(trace_id)
+        self._forget_slot(trace_id)
         if record is None:
             return
         turns = record.turns
@@ -795,6 +844,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _evicted(self, key: Hashable, record: _Trace, reason: str) -> None:
         try:
+            self._forget_slot(key)
             if isinstance(key, int):
                 self._roots.pop(key, None)
             if record.judge is not None:

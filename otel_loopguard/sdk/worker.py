@@ -26,14 +26,18 @@ class DeferredWork:
             items pile up, so no item waits much longer than this.
         on_error: called with anything ``process`` raises on the worker thread (even a ``BaseException`` such
             as ``SystemExit``); the worker goes on with the next item.
+        on_drained: called (under the drain lock) at the end of every drain, so that ``process`` can keep
+            per-item tallies in plain fields and hand them over once per drain.
 
     A worker thread that died anyway is started again by the next :meth:`submit` that wakes it or the next
     :meth:`drain`.
     """
 
     def __init__(self, process: Callable[[Any], None], max_items: int, on_drop: Callable[[], None],
-                 interval: float = 0.05, on_error: Callable[[BaseException], None] | None = None) -> None:
+                 interval: float = 0.05, on_error: Callable[[BaseException], None] | None = None,
+                 on_drained: Callable[[], None] | None = None) -> None:
         self._process = process
+        self._on_drained = on_drained
         self._max = max_items
         self._on_drop = on_drop
         self._on_error = on_error
@@ -82,13 +86,20 @@ class DeferredWork:
         """Process everything queued so far, on the calling thread, in order."""
         self._ensure_worker()
         queue = self._queue
+        # The lock even for an empty queue: an item the worker popped may still be in progress.
+        process = self._process
+        popleft = queue.popleft
         with self._drain_lock:
-            while queue:
-                try:
-                    item = queue.popleft()
-                except IndexError:
-                    break
-                self._process(item)
+            try:
+                while queue:
+                    try:
+                        item = popleft()
+                    except IndexError:
+                        break
+                    process(item)
+            finally:
+                if self._on_drained is not None:
+                    self._on_drained()
 
     def _ensure_worker(self) -> None:
         """Start a new worker thread when the last one died (it never should: see ``_run``)."""
