@@ -97,6 +97,8 @@ METRIC_DETECTION_DELAY = "loopguard.detection.delay"
 METRIC_AGENT_TOOL_CALLS = "gen_ai.invoke_agent.tool_calls"
 METRIC_TRACES_EVICTED = "loopguard.traces.evicted"
 METRIC_PROCESSOR_ERRORS = "loopguard.processor.errors"
+#: ``serve``: tool and model spans received again for a trace that already had them (retried exports; counted once).
+METRIC_SPANS_DUPLICATE = "loopguard.spans.duplicate"
 
 UNIT_TRANSITION = "{transition}"
 UNIT_INTERVENTION = "{intervention}"
@@ -105,6 +107,7 @@ UNIT_TOOL_CALL = "{tool_call}"
 UNIT_STEP = "{step}"
 UNIT_USD = "USD"
 UNIT_ERROR = "{error}"
+UNIT_SPAN = "{span}"
 
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.

@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry._logs import LoggerProvider
-from opentelemetry.metrics import MeterProvider
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter
 
+from .._version import VERSION
+from ..conventions import names as n
 from ..conventions.span import SpanRecord
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
@@ -121,6 +123,11 @@ class Server:
         self._table = TraceTable(engine, idle)
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 engine.normalizer_version)
+        # serve's own counter, read from the table when the reader collects (nothing per span); no attributes.
+        get_meter(n.INSTRUMENTATION_SCOPE, VERSION, meter_provider=meter_provider).create_observable_counter(
+            n.METRIC_SPANS_DUPLICATE, [self._observe_duplicates], n.UNIT_SPAN,
+            "Tool and model spans received again for a trace that already had them (each counted once)",
+        )
         self._grpc_address = grpc_address or None
         self._http_address = _split_address(http_address, "--http") if http_address else None
         if self._grpc_address:
@@ -252,6 +259,9 @@ class Server:
         self._publish(events, finished)
 
     # -- internals ------------------------------------------------------------
+
+    def _observe_duplicates(self, options: CallbackOptions) -> list[Observation]:
+        return [Observation(self._table.stats().duplicate_spans)]
 
     def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> None:
         self.ingest(spans)
