@@ -248,9 +248,9 @@ class Emitter:
         )
         self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
 
-    def tool_call(self, tool: str) -> None:
-        """Count one tool call."""
-        self._tool_calls.add(1, self.tool_names(tool))
+    def tool_call(self, tool: str, count: int = 1) -> None:
+        """Count ``count`` tool calls of ``tool``."""
+        self._tool_calls.add(count, self.tool_names(tool))
 
     def emit(self, event: VerdictEvent, target: Span | None) -> None:
         """Send the event, the span event on ``target`` (the agent or root span) and the metrics."""
