@@ -91,14 +91,14 @@ METRIC_VERDICTS = "loopguard.verdicts"
 METRIC_INTERVENTIONS = "loopguard.interventions"
 METRIC_TRACES_ACTIVE = "loopguard.traces.active"
 METRIC_TOOL_CALLS = "loopguard.tool_calls"
+#: ``serve``: tool and model spans received again for a trace that already had them (retried exports; counted once).
+METRIC_SPANS_DUPLICATE = "loopguard.spans.duplicate"
 METRIC_TRACE_STEPS = "loopguard.trace.steps"
 METRIC_TRACE_COST = "loopguard.trace.cost"
 METRIC_DETECTION_DELAY = "loopguard.detection.delay"
 METRIC_AGENT_TOOL_CALLS = "gen_ai.invoke_agent.tool_calls"
 METRIC_TRACES_EVICTED = "loopguard.traces.evicted"
 METRIC_PROCESSOR_ERRORS = "loopguard.processor.errors"
-#: ``serve``: tool and model spans received again for a trace that already had them (retried exports; counted once).
-METRIC_SPANS_DUPLICATE = "loopguard.spans.duplicate"
 
 UNIT_TRANSITION = "{transition}"
 UNIT_INTERVENTION = "{intervention}"

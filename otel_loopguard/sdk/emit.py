@@ -248,9 +248,16 @@ class Emitter:
         )
         self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
 
-    def tool_call(self, tool: str, count: int = 1) -> None:
-        """Count ``count`` tool calls of ``tool``."""
-        self._tool_calls.add(count, self.tool_names(tool))
+    def tool_call(self, tool: str) -> None:
+        """Count one tool call."""
+        self._tool_calls.add(1, self.tool_names(tool))
+
+    def count_tool_calls(self, counts: dict[str, int]) -> None:
+        """Count tool calls by tool name (a batch counted by the caller)."""
+        names = self.tool_names
+        tally = self._tool_calls
+        for tool, count in counts.items():
+            tally.add(count, names(tool))
 
     def emit(self, event: VerdictEvent, target: Span | None) -> None:
         """Send the event, the span event on ``target`` (the agent or root span) and the metrics."""

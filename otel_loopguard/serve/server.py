@@ -281,8 +281,7 @@ class Server:
             calls: dict[str, int] = {}
             for tool in tools:
                 calls[tool] = calls.get(tool, 0) + 1
-            for tool, count in calls.items():
-                self._emitter.tool_call(tool, count)
+            self._emitter.count_tool_calls(calls)
         self._publish(events, finished)
 
     # -- internals ------------------------------------------------------------
