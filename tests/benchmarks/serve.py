@@ -16,7 +16,9 @@ Run: ``.venv/bin/python tests/benchmarks/serve.py [--traces 400] [--rounds 7]``.
   SDK's BatchLogRecordProcessor with a 10 ms schedule delay (``OTEL_BLRP_SCHEDULE_DELAY``; the SDK default is 1 s,
   which would dominate the figure); the time from the request to serve's in-process listener is printed too.
 
-Spans are built as protobuf directly (not through an SDK) so the generator costs little next to serve.
+Spans are built as protobuf directly (not through an SDK) so the generator costs little next to serve. The
+process's garbage collector is set as the ``serve`` command sets it (:func:`tune_gc`; the floor shares the
+process); ``--default-gc`` keeps Python's settings.
 """
 
 from __future__ import annotations
