@@ -287,6 +287,10 @@ class Server:
     # -- internals ------------------------------------------------------------
 
     def _observe_duplicates(self, options: CallbackOptions) -> list[Observation]:
+        # Reported from the start of serving (zero included), not for a server that never started: a command that
+        # fails to bind must not export a metric on its way out.
+        if not self._started:
+            return []
         return [Observation(self._table.stats().duplicate_spans)]
 
     def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> None:
