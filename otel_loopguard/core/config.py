@@ -545,6 +545,22 @@ def _read_config_file(path: str | os.PathLike[str]) -> bytes:
     return data
 
 
+def read_config_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed TOML document of a configuration file (a regular UTF-8 file of at most :data:`MAX_CONFIG_BYTES`).
+
+    Raises:
+        ConfigError: the file cannot be read, is not a regular file, is too large, not UTF-8 or not TOML.
+    """
+    try:
+        return tomllib.loads(_read_config_file(path).decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
 def _table(kind: type, where: str, table: Any) -> Any:
     """An instance of the dataclass ``kind`` from a TOML table whose keys are its fields."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
@@ -582,14 +598,7 @@ _TOML_TABLES: dict[str, Callable[[Any], Any]] = {
 
 
 def _from_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(_read_config_file(path).decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = read_config_toml(path)
     try:
         return config_values(data)
     except ConfigError as exc:
