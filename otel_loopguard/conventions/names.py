@@ -156,6 +156,8 @@ METRIC_VERDICTS = "loopguard.verdicts"
 METRIC_INTERVENTIONS = "loopguard.interventions"
 METRIC_TRACES_ACTIVE = "loopguard.traces.active"
 METRIC_TOOL_CALLS = "loopguard.tool_calls"
+#: ``serve``: tool and model spans received again for a trace that already had them (retried exports; counted once).
+METRIC_SPANS_DUPLICATE = "loopguard.spans.duplicate"
 METRIC_TRACE_STEPS = "loopguard.trace.steps"
 METRIC_TRACE_COST = "loopguard.trace.cost"
 METRIC_DETECTION_DELAY = "loopguard.detection.delay"

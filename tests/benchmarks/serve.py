@@ -16,7 +16,9 @@ Run: ``.venv/bin/python tests/benchmarks/serve.py [--traces 400] [--rounds 7]``.
   SDK's BatchLogRecordProcessor with a 10 ms schedule delay (``OTEL_BLRP_SCHEDULE_DELAY``; the SDK default is 1 s,
   which would dominate the figure); the time from the request to serve's in-process listener is printed too.
 
-Spans are built as protobuf directly (not through an SDK) so the generator costs little next to serve.
+Spans are built as protobuf directly (not through an SDK) so the generator costs little next to serve. The
+process's garbage collector is set as the ``serve`` command sets it (:func:`tune_gc`; the floor shares the
+process); ``--default-gc`` keeps Python's settings.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.serve.grpc_server import OTLPGrpcServer
 from otel_loopguard.serve.http_server import OTLPHTTPServer
-from otel_loopguard.serve.server import Server
+from otel_loopguard.serve.server import Server, tune_gc
 from otel_loopguard.serve.settings import ServeSettings
 from tests.benchmarks.serve_clients import JSON, PROTOBUF, Clients, Job, span_rate, summary, to_json
 from tests.support.otlp_receiver import RecordingOTLPReceiver
@@ -217,6 +219,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=400, help="traces per variant and round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep Python's garbage collector settings (the serve command tunes them)")
     args = parser.parse_args()
     settings = ServeSettings()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
@@ -231,6 +235,8 @@ def main() -> None:
                         logger_provider=logger_provider, meter_provider=meter_provider, settings=settings)
         floor = Floor(settings)
         with server:
+            if not args.default_gc:
+                tune_gc()  # what the serve command does once its receivers are up (the floor shares the process)
             throughput(server, floor, clients, args.traces, args.rounds)
         floor.stop()
         logger_provider.shutdown()
