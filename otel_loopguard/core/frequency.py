@@ -1,19 +1,19 @@
 """The frequency detector: one call seen at least ``frequency_limit`` times in the window (rule ``frequency``).
 
-The rule for repetition that is not periodic (``A x A y A``). It keeps counts, never scans the window: each
-call is counted on three levels, each refining the one before, and a call moves down a level only when the rule is
-asked about a call whose count at that level reached the tool's limit (below it, no signature there can be
-frequent):
+The rule for repetition that is not periodic (``A x A y A``). It keeps counts and never scans the window: each
+call is counted on up to three levels, each refining the one before, and only where the level above reached the
+tool's limit (below it, no signature there can be frequent):
 
 1. calls per tool, counted as calls arrive;
-2. calls per fingerprint (:meth:`~.window.Signatures.bucket`: equal signatures have equal fingerprints), computed
-   once the tool is frequent;
-3. calls per signature (the canonical arguments), computed once the fingerprint is frequent.
+2. calls per fingerprint (:meth:`~.window.Signatures.bucket`: equal signatures have equal fingerprints), taken
+   when the rule is asked about a call of a frequent tool (the decision order asks only when no period was found,
+   so a loop's calls are mostly never sorted);
+3. calls per signature (the canonical arguments), taken when the rule is asked about a call whose fingerprint is
+   frequent, until it is settled whether that call's signature can be.
 
-Every call is refined at most once, so the work is O(1) amortised per call whatever the window size, and only when
-the rule is asked (the decision order asks only when no period was found). The calls waiting at a level are kept
-oldest first, so the call leaving a full window is always the first of its list. The repeated calls' evidence is
-compared only when the decision order asks for it.
+Every call moves down a level at most once, so the work is O(1) amortised per call whatever the window size. The
+calls waiting at a level are kept oldest first, so the call leaving a full window is always the first of its list.
+The repeated calls' evidence is compared only when the decision order asks for it.
 
 >>> from otel_loopguard.core.engine import LoopEngine
 >>> from otel_loopguard.core.model import ToolCall
@@ -36,6 +36,17 @@ from .window import Call, Repetition, Signatures
 __all__ = ["FrequencyDetector", "FrequencyState"]
 
 
+class _Count:
+    """Calls of one tool (or of one fingerprint) in the window, and those of them not sorted a level down yet (oldest
+    first)."""
+
+    __slots__ = ("count", "waiting")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.waiting: deque[Call] = deque()
+
+
 class _Group:
     """The window's calls with one signature, oldest first, and how many lack evidence or are not permanent failures."""
 
@@ -48,15 +59,13 @@ class _Group:
 
 
 class FrequencyState:
-    """One trace's counts: per tool, per fingerprint, per signature, with the calls not refined yet."""
+    """One trace's counts: per tool, per fingerprint, per signature."""
 
-    __slots__ = ("bucket_wait", "buckets", "groups", "tool_wait", "tools")
+    __slots__ = ("buckets", "groups", "tools")
 
     def __init__(self) -> None:
-        self.tools: dict[str, int] = {}
-        self.tool_wait: dict[str, deque[Call]] = {}
-        self.buckets: dict[tuple[str, Any], int] = {}
-        self.bucket_wait: dict[tuple[str, Any], deque[Call]] = {}
+        self.tools: dict[str, _Count] = {}
+        self.buckets: dict[tuple[str, Any], _Count] = {}
         self.groups: dict[tuple[str, str], _Group] = {}
 
 
@@ -77,39 +86,31 @@ class FrequencyDetector:
         """Counts of a new trace."""
         return FrequencyState()
 
-    def update(self, state: FrequencyState, call: Call, evicted: Call | None) -> None:
+    @staticmethod
+    def update(state: FrequencyState, call: Call, evicted: Call | None) -> None:
         """Count a call that entered the window, and uncount the one that left it (always the oldest), if any."""
+        tools = state.tools
         if evicted is not None and not evicted.rules.exempt:
             # The oldest call of the window is the oldest of its tool, of its fingerprint and of its signature, so
             # it is the first of whichever list holds it.
             tool = evicted.tool
-            _decrement(state.tools, tool)
+            counted = tools[tool]
+            counted.count -= 1
             key = evicted.bucket
             if key is None:
-                _pop_first(state.tool_wait, tool)
+                counted.waiting.popleft()
             else:
-                _decrement(state.buckets, key)
-                group_key = evicted.group
-                if group_key is None:
-                    _pop_first(state.bucket_wait, key)
-                else:
-                    group = state.groups[group_key]
-                    group.calls.popleft()
-                    if evicted.incomplete:
-                        group.incomplete -= 1
-                    if not evicted.permanent:
-                        group.not_permanent -= 1
-                    if not group.calls:
-                        del state.groups[group_key]
+                _forget(state, evicted, key)
+            if not counted.count:
+                del tools[tool]
         if call.rules.exempt:  # never judged by frequency, so never counted
             return
         tool = call.tool
-        state.tools[tool] = state.tools.get(tool, 0) + 1
-        waiting = state.tool_wait.get(tool)
-        if waiting is None:
-            state.tool_wait[tool] = deque((call,))
-        else:
-            waiting.append(call)
+        entry = tools.get(tool)
+        if entry is None:
+            entry = tools[tool] = _Count()
+        entry.count += 1
+        entry.waiting.append(call)
 
     def find(self, state: FrequencyState, current: Call) -> Repetition | None:
         """The repetition of ``current`` (the newest call) in the window, or None."""
@@ -118,34 +119,43 @@ class FrequencyDetector:
             return None
         limit = rules.limit
         tool = current.tool
-        if state.tools[tool] < limit:
+        counted = state.tools[tool]
+        if counted.count < limit:
             return None  # its signature cannot be more frequent than its tool
+        waiting = counted.waiting
         buckets = state.buckets
-        waiting = state.tool_wait.get(tool)
-        if waiting is not None:
+        if waiting:
+            # The tool is frequent: its waiting calls are sorted by fingerprint, oldest first. A loop's calls often
+            # repeat the same raw text, whose fingerprint is taken once.
             bucket_of = self._bucket
-            target = (tool, bucket_of(current))
-            _settle(waiting, target, buckets.get(target, 0), limit, current, lambda call: (tool, bucket_of(call)),
-                    self._to_bucket, state)
-            if not waiting:
-                del state.tool_wait[tool]
-            if current.bucket is None:
-                return None  # too few of the tool's calls can share its fingerprint
+            last_raw: str | None = None
+            key: tuple[str, Any] = (tool, None)
+            while waiting:
+                call = waiting.popleft()
+                raw = call.raw
+                if raw is None or raw != last_raw:
+                    key = (tool, bucket_of(call))
+                    last_raw = raw
+                call.bucket = key
+                fingerprint = buckets.get(key)
+                if fingerprint is None:
+                    fingerprint = buckets[key] = _Count()
+                fingerprint.count += 1
+                fingerprint.waiting.append(call)
         bucket = current.bucket
-        if buckets[bucket] < limit:
+        fingerprint = buckets[bucket]
+        if fingerprint.count < limit:
             return None  # nor more frequent than its fingerprint
         groups = state.groups
-        waiting = state.bucket_wait.get(bucket)
-        if waiting is not None:
+        waiting = fingerprint.waiting
+        if waiting:
             canonical = self._canonical
             target = current.group or (tool, canonical(current))
             group = groups.get(target)
             _settle(waiting, target, 0 if group is None else len(group.calls), limit, current,
-                    lambda call: (tool, canonical(call)), self._to_group, state)
-            if not waiting:
-                del state.bucket_wait[bucket]
+                    lambda call: (tool, canonical(call)), _to_group, state)
             if current.group is None:
-                return None
+                return None  # too few of the fingerprint's calls can share its signature
         group = groups[current.group]
         same = group.calls
         if len(same) < limit:
@@ -159,28 +169,38 @@ class FrequencyDetector:
             unchanged=lambda: one_evidence(same),
         )
 
-    @staticmethod
-    def _to_bucket(state: FrequencyState, call: Call, key: Any) -> None:
-        call.bucket = key
-        buckets = state.buckets
-        buckets[key] = buckets.get(key, 0) + 1
-        waiting = state.bucket_wait.get(key)
-        if waiting is None:
-            state.bucket_wait[key] = deque((call,))
-        else:
-            waiting.append(call)
 
-    @staticmethod
-    def _to_group(state: FrequencyState, call: Call, key: Any) -> None:
-        call.group = key
-        group = state.groups.get(key)
-        if group is None:
-            group = state.groups[key] = _Group()
-        group.calls.append(call)
+def _forget(state: FrequencyState, call: Call, key: Any) -> None:
+    """Uncount a call sorted by fingerprint (key ``key``) that left the window."""
+    buckets = state.buckets
+    fingerprint = buckets[key]
+    fingerprint.count -= 1
+    group_key = call.group
+    if group_key is None:
+        fingerprint.waiting.popleft()
+    else:
+        group = state.groups[group_key]
+        group.calls.popleft()
         if call.incomplete:
-            group.incomplete += 1
+            group.incomplete -= 1
         if not call.permanent:
-            group.not_permanent += 1
+            group.not_permanent -= 1
+        if not group.calls:
+            del state.groups[group_key]
+    if not fingerprint.count:
+        del buckets[key]
+
+
+def _to_group(state: FrequencyState, call: Call, key: Any) -> None:
+    call.group = key
+    group = state.groups.get(key)
+    if group is None:
+        group = state.groups[key] = _Group()
+    group.calls.append(call)
+    if call.incomplete:
+        group.incomplete += 1
+    if not call.permanent:
+        group.not_permanent += 1
 
 
 def _settle(waiting: deque[Call], target: Any, known: int, limit: int, current: Call,
@@ -204,18 +224,3 @@ def _settle(waiting: deque[Call], target: Any, known: int, limit: int, current: 
             possible -= 1
             if possible < limit:
                 return
-
-
-def _decrement(counts: dict[Any, int], key: Any) -> None:
-    left = counts[key] - 1
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]
-
-
-def _pop_first(waiting: dict[Any, deque[Call]], key: Any) -> None:
-    calls = waiting[key]
-    calls.popleft()
-    if not calls:
-        del waiting[key]

@@ -182,6 +182,7 @@ class Signatures:
     def __init__(self, normalizer: Normalizer, max_parse: int, is_permanent: Callable[[str], bool]) -> None:
         self._normalizer = normalizer
         self._canonicalize = canonicalize = normalizer.arguments("")[0]
+        cached = normalizer.cached_arguments()
         self._result_evidence = result_evidence = normalizer.result_evidence
         self._is_permanent = is_permanent
 
@@ -193,8 +194,10 @@ class Signatures:
             return canon
 
         def shape_of(call: Call) -> int | bool:
-            # The fingerprint of the raw text, else of the canonical text: both give a canonical text's fingerprint
-            # (False when there is none), so calls compare whichever form they hold.
+            # The fingerprint of the raw text while the call holds it, else of its canonical text; False when there
+            # is none (not an object, or too long to parse here). Either is the fingerprint of the canonical text
+            # when that is an object (a text too deeply nested for the canonicaliser has a digest instead), so
+            # calls compare whichever form they hold.
             shape = call.shape
             if shape is None:
                 raw = call.raw
@@ -233,10 +236,22 @@ class Signatures:
             # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
             if raw is not None and raw == b.raw:
                 return True
-            # Fingerprints are taken from either form, so a canonical call never forces its partner's canonical text.
-            if differ(a, b):
+            if ca is None and cb is None:
+                if differ(a, b):
+                    return False
+                return canonical(a) == canonical(b)
+            # One canonical, one raw: a loop's raw text is usually in the canonicaliser's cache (taken at no cost);
+            # otherwise fingerprints, taken from either form, tell most calls apart without the raw one's canonical
+            # text (a canonical call would else make every later call of its tool canonical too).
+            known, other = (a, b) if ca is not None else (b, a)
+            text: str = other.raw  # type: ignore[assignment]
+            hit = cached(text, other.rules.ignore)
+            if hit is not None:
+                other.canon, other.raw = hit, None
+                return hit == known.canon
+            if differ(known, other):
                 return False
-            return (ca if ca is not None else canonical(a)) == (cb if cb is not None else canonical(b))
+            return known.canon == canonical(other)
 
         def evidence(call: Call) -> str | None:
             value = call.evidence
@@ -252,15 +267,18 @@ class Signatures:
 
         def bucket(call: Call) -> int | str:
             # The fingerprint of the canonical arguments when they are a JSON object msgspec reads, else the
-            # canonical text itself. A short argument text whose canonical form is built by the msgspec path (at
-            # most max_parse characters, at most 64 brackets, read by msgspec) has the fingerprint of that form,
-            # so it is used without building the form.
-            raw = call.raw
-            if raw is not None:
-                shape = call.shape
-                if shape is None:
-                    shape = shape_of(call)
-                if shape is not False and raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
+            # canonical text itself. The call's shape is that fingerprint (no text is built) when it was taken from
+            # a canonical object, or from a raw text the canonicaliser reads with msgspec (at most 64 brackets);
+            # else the canonical text is parsed, whatever its length.
+            shape = call.shape
+            if shape is None:
+                shape = shape_of(call)
+            if shape is not False:
+                raw = call.raw
+                if raw is None:
+                    if call.canon[:1] == "{":  # type: ignore[index]
+                        return shape
+                elif raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
                     return shape
             canon = canonical(call)
             if canon[:1] == "{":
