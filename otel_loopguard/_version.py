@@ -1,8 +1,3 @@
-"""The package version, from the installed distribution."""
+"""The package version: the one place it is written (pyproject.toml reads it from here)."""
 
-from importlib import metadata
-
-try:
-    VERSION = metadata.version("otel-loopguard")
-except metadata.PackageNotFoundError:  # pragma: no cover - running from a checkout without install
-    VERSION = "0+unknown"
+VERSION = "0.1.0"

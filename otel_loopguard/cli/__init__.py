@@ -1,4 +1,4 @@
-"""The ``otel-loopguard`` command line: one module per command (audit, report, demo, serve).
+"""The ``otel-loopguard`` command line: one module per command (audit, report, calibrate, demo, serve).
 
 Errors are one line on standard error and a non-zero exit status; no tracebacks.
 Exit status: 0 fine, 1 a trace reached the ``--fail-on`` verdict, 2 a usage or input error.
@@ -10,20 +10,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
+from .._version import VERSION
 from ..errors import ConfigError, InputError, LoopGuardError
-from . import audit, demo, report, serve
+from . import audit, calibrate, demo, report, serve
 from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK
 
 __all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_OK", "build_parser", "main"]
 
 
-def _version() -> str:
-    try:
-        return metadata.version("otel-loopguard")
-    except metadata.PackageNotFoundError:  # running from a checkout
-        return "0+unknown"
+_EXAMPLES = """examples:
+  otel-loopguard demo                                   scripted agent runs judged live, in seconds
+  otel-loopguard audit trace.json                       judge a stored trace (exit 1 when one got stuck)
+  otel-loopguard audit export.jsonl.gz --json           one JSON report per trace
+  otel-loopguard report traces.jsonl --by app.prompt.version
+  otel-loopguard serve                                  receive OTLP on 127.0.0.1:4317 (gRPC) and :4318 (HTTP)
+
+exit status: 0 fine, 1 a trace reached the --fail-on verdict (audit), 2 a usage or input error,
+130 interrupted.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,10 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-loopguard",
         description="Detect AI-agent loops in OpenTelemetry GenAI traces.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (audit, demo, report, serve):
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     help="what to do (otel-loopguard COMMAND --help for its options)")
+    for command in (audit, report, calibrate, demo, serve):
         command.register(commands)
     return parser
 

@@ -4,21 +4,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport, replay_calls
 from ..core.model import VERDICT_KINDS
-from ..core.step_audit import audit_trace
-from ..core.steps import is_steps_document, load_steps
+from ..core.steps import is_steps_document, load_steps, parse_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK, detector_options, load_config, painter, write_error
+from ..otlp.read import DEFAULT_MAX_INPUT_BYTES, STDIN, Input, InputTooLarge, read_spans
+from .options import (
+    DEFAULT_BUFFER_BYTES,
+    EXIT_ERROR,
+    EXIT_FOUND,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    detector_options,
+    input_options,
+    load_config,
+    painter,
+    printable,
+    write_error,
+)
 
 _EXAMPLES = """examples:
   otel-loopguard audit trace.json
@@ -36,8 +48,9 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge")
+    audit.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge (- for standard input)")
     detector_options(audit)
+    input_options(audit)
     audit.add_argument("--json", action="store_true", help="one JSON object per trace per line")
     audit.add_argument("--fail-on", choices=VERDICT_KINDS, default="stuck",
                        help="exit 1 when a trace reached this verdict (default: stuck)")
@@ -56,24 +69,32 @@ def run(args: argparse.Namespace) -> int:
         failed = True
         write_error(exc)
 
-    options = AuditOptions(at=args.at, on_error=on_error)
+    options = AuditOptions(at=args.at, on_error=on_error, max_buffer_bytes=args.max_buffer_mb << 20,
+                           max_input_bytes=args.max_input_bytes or None)
     color = sys.stdout.isatty() and not args.json
+    write = _escaping_writer(sys.stdout)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
-    for item in audit_paths(args.files, config, options):
-        if isinstance(item, InputError):
+    try:
+        for item in audit_paths(args.files, config, options):
+            if isinstance(item, InputError):
+                if progress:
+                    progress.clear()
+                on_error(item)
+                continue
             if progress:
-                progress.clear()
-            on_error(item)
-            continue
+                progress.tick(item.source)
+            # One write per report, of whole lines: an interruption never leaves half a line.
+            write(report_json(item) + "\n" if args.json else format_report(item, color))
+            reached = item.verdict.kind == args.fail_on or any(t.verdict.kind == args.fail_on
+                                                               for t in item.transitions)
+            if reached:
+                status = EXIT_FOUND
+    except KeyboardInterrupt:
         if progress:
-            progress.tick(item.source)
-        if args.json:
-            print(report_json(item), flush=False)
-        else:
-            format_report(item, sys.stdout, color)
-        reached = item.verdict.kind == args.fail_on or any(t.verdict.kind == args.fail_on for t in item.transitions)
-        if reached:
-            status = EXIT_FOUND
+            progress.clear()
+        sys.stdout.flush()
+        sys.stderr.write("otel-loopguard: interrupted\n")
+        return EXIT_INTERRUPTED
     sys.stdout.flush()
     if progress:
         progress.clear()
@@ -106,16 +127,36 @@ class _Progress:
 
 
 class AuditOptions:
-    """What the command line adds to the configuration for an audit."""
+    """What the command line adds to the configuration for an audit.
 
-    def __init__(self, at: float | None = None, on_error: Callable[[InputError], None] | None = None) -> None:
+    Args:
+        at: the observation time of every trace (default: each trace's last span end).
+        on_error: called with each input error (the default raises it).
+        max_buffer_bytes: what the traces held until the input ends may take, at most (estimated bytes).
+        max_input_bytes: the most bytes read from one input, after decompression (None: no cap).
+    """
+
+    def __init__(self, at: float | None = None, on_error: Callable[[InputError], None] | None = None,
+                 max_buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+                 max_input_bytes: int | None = DEFAULT_MAX_INPUT_BYTES) -> None:
         self.at = at
         self.on_error = on_error
+        self.max_buffer_bytes = max_buffer_bytes
+        self.max_input_bytes = max_input_bytes
 
 
-def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) -> TraceReport:
-    """Audit one steps file; the file's max_steps/repeat_limit override the configuration's."""
-    steps = load_steps(path)
+def audit_steps_file(path: str | Input, config: LoopGuardConfig, options: AuditOptions) -> TraceReport:
+    """Audit one steps file; the file's max_steps/repeat_limit override the configuration's.
+
+    Args:
+        path: the file, or an :class:`~otel_loopguard.otlp.read.Input` already opened (and sniffed).
+    """
+    if isinstance(path, Input):
+        steps = parse_steps(_steps_document(path), path.name)
+        source = path.name
+    else:
+        steps = load_steps(path)
+        source = path
     if steps.max_steps is not None or steps.repeat_limit is not None:
         try:
             config = replace(
@@ -125,84 +166,96 @@ def audit_steps_file(path: str, config: LoopGuardConfig, options: AuditOptions) 
             )
         except ConfigError as exc:
             # A value the file may hold but the configuration refuses (0): name the file, not just the setting.
-            raise InputError(str(exc), source=path) from None
+            raise InputError(str(exc), source=source) from None
     observed_at = options.at if options.at is not None else steps.observed_at
-    replay = replay_calls(LoopEngine(config), steps.calls, observed_at)
-    seed = audit_trace(steps.steps, config.max_steps, config.repeat_limit)
-    return replay.report(path, None, seed, with_cost=False)
+    # A steps file is judged in its own order (its times may be absent).
+    judge = replay_calls(LoopEngine(config), steps.calls, observed_at)
+    return judge.report(source, None, with_cost=False)
 
 
-_JSON_WHITESPACE = b" \t\n\r"
-_CHUNK = 1 << 16
+def _steps_document(opened: Input) -> Any:
+    try:
+        # Strict UTF-8 (json.loads of bytes would let lone surrogates through).
+        return json.loads(opened.stream.read().decode("utf-8"))
+    except InputTooLarge as exc:
+        raise InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)",
+                         source=opened.name) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"not valid JSON: {exc}", source=opened.name) from None
+
+
+# The top-level keys of a steps document (an OTLP request's first key is resourceSpans or resource_spans).
+_STEPS_KEYS = frozenset({"steps", "observed_at", "max_steps", "repeat_limit"})
+_FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_]{1,32})"\s*:')
+
+
+def looks_like_steps(head: bytes, complete: bool) -> bool:
+    """Whether content starting with ``head`` is a steps document rather than OTLP (``head``: at most 64 KB).
+
+    A list is a steps file. An object is one when it is the whole content and has ``steps`` (parsed: exactly),
+    or, when the content is longer than ``head``, when its first key is one of a steps document's.
+    """
+    stripped = head.lstrip()
+    if stripped[:1] == b"[":
+        return True
+    if stripped[:1] != b"{":
+        return False
+    if complete:
+        try:
+            return is_steps_document(json.loads(head))
+        except (ValueError, RecursionError):
+            return False  # maybe JSON Lines; the OTLP reader reports what is wrong
+    if head[: len(head) - len(stripped)].strip(b" \t\n\r"):
+        return False  # whitespace JSON does not allow (form feed, vertical tab) before the value
+    match = _FIRST_KEY.match(stripped)
+    return match is not None and match.group(1).decode() in _STEPS_KEYS
 
 
 def _sniff_steps(path: str) -> bool:
-    """True when ``path`` holds a steps document (cheap: only small plain-JSON files are candidates).
-
-    A file whose first line is a whole JSON value followed by more values (JSON Lines, the usual shape of
-    large exports) cannot be one JSON document, so it is told apart without reading the rest of the file.
-    """
+    """True when ``path`` holds a steps document (looking at its first 64 KB at most)."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-            if head[:2] == b"\x1f\x8b":
-                return False
-            fh.seek(0)
-            prefix_is_json_space = True
-            line = fh.readline()
-            while line and not line.strip():
-                prefix_is_json_space = prefix_is_json_space and not line.strip(_JSON_WHITESPACE)
-                line = fh.readline()
-            stripped = line.lstrip()
-            if stripped[:1] == b"[":
-                return True
-            if stripped[:1] != b"{":
-                return False
-            if not prefix_is_json_space:
-                return False  # whitespace JSON does not allow (form feed, vertical tab) before the value
-            try:
-                doc = json.loads(line)
-            except (ValueError, RecursionError):
-                doc = None  # maybe a document over several lines: parse the whole file below
-            if doc is not None:
-                while True:
-                    chunk = fh.read(_CHUNK)
-                    if not chunk:
-                        return is_steps_document(doc)
-                    if chunk.strip(_JSON_WHITESPACE):
-                        return False  # a second value: not one JSON document
-            fh.seek(0)
-            text = fh.read()
+        with Input(path) as opened:
+            return not opened.gzipped and looks_like_steps(opened.head, opened.complete)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=path) from None
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return False  # maybe JSON Lines; the OTLP reader reports what is wrong
-    return is_steps_document(doc)
-
-
-def audit_otlp_file(path: str, config: LoopGuardConfig, options: AuditOptions) -> Iterator[TraceReport]:
-    """Audit every trace of an OTLP file (JSON, JSON Lines, gzip or protobuf), streaming."""
-    from ..conventions.traces import TraceEvaluator, evaluate_stream  # noqa: PLC0415 - only for OTLP input
-    from ..otlp.read import read_spans  # noqa: PLC0415
-
-    evaluator = TraceEvaluator(LoopEngine(config))
-    yield from evaluate_stream(read_spans(path, on_error=options.on_error), evaluator, path, options.at)
 
 
 def audit_paths(
     paths: list[str], config: LoopGuardConfig, options: AuditOptions
 ) -> Iterator[TraceReport | InputError]:
-    """Audit every path; an unreadable or invalid file yields its error and the rest go on."""
+    """Audit every path (``-``: standard input); an unreadable, invalid or oversized file yields its error and
+    the rest go on.
+
+    A steps file is reported as soon as it is read. The traces of OTLP files are held until every file is read
+    (a trace may be spread over several files), then reported once each: see
+    :class:`~otel_loopguard.conventions.traces.TraceCollector` for the release rule.
+    """
+    collector = None
     for path in paths:
+        name = "<stdin>" if path == STDIN else path
         try:
-            if _sniff_steps(path):
-                yield audit_steps_file(path, config, options)
-            else:
-                yield from audit_otlp_file(path, config, options)
+            with Input(path, options.max_input_bytes) as opened:
+                if not opened.gzipped and looks_like_steps(opened.head, opened.complete):
+                    yield audit_steps_file(opened, config, options)
+                    continue
+                if collector is None:
+                    from ..conventions.traces import TraceCollector  # noqa: PLC0415 - only for OTLP input
+
+                    collector = TraceCollector(LoopEngine(config), observed_at=options.at,
+                                               max_buffer_bytes=options.max_buffer_bytes)
+                yield from collector.add_all(
+                    read_spans(opened, on_error=options.on_error, max_bytes=options.max_input_bytes), name)
         except InputError as exc:
             yield exc
+        except MemoryError:
+            yield InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
+                             source=name)
+        except InputTooLarge as exc:
+            yield InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)", source=name)
+        except OSError as exc:
+            yield InputError(f"cannot read: {exc.strerror or exc}", source=name)
+    if collector is not None:
+        yield from collector.finish()
 
 
 def _escaping_writer(out: IO[str]) -> Callable[[str], object]:
@@ -215,38 +268,111 @@ def _escaping_writer(out: IO[str]) -> Callable[[str], object]:
     return lambda text: out.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
-def format_report(report: TraceReport, out: IO[str], color: bool = False) -> None:
-    """Print the readable form of one trace's report."""
-    write = _escaping_writer(out)
-    v = report.verdict
-    name = report.source + (f" trace {report.trace_id}" if report.trace_id else "")
-    detail = f" (rule {v.rule}" + (f", period {v.period}" if v.period else "") + ")"
-    paint = painter(color)
-    write(f"{name}: {paint(v.kind)}{detail} after {report.steps_used} tool call(s)\n")
-    if report.cost is not None:
-        extra = f", {report.cost.unpriced_tokens} unpriced tokens" if report.cost.unpriced_tokens else ""
-        write(f"  cost: ${report.cost.usd:.4f}{extra}\n")
-    write(f"  seed-000 audit: {'ok' if report.ok else 'violations: ' + ', '.join(report.violations)}\n")
+# Worst first: the verdict a headline names besides the final one.
+_SEVERITY = {"stuck": 4, "uncertain": 3, "retrying": 2, "waiting": 1, "working": 0}
+_BUDGETS = {"step_limit": "step budget", "cost_limit": "cost budget"}
+
+
+def _calls(first: int, last: int) -> str:
+    return f"call {first}" if first == last else f"calls {first}-{last}"
+
+
+def _episodes(report: TraceReport, kind: str) -> list[tuple[int, int]]:
+    """The stretches of calls (numbered from 1) during which the trace's verdict was ``kind``."""
+    out = []
+    start: int | None = None
     for t in report.transitions:
-        period = f", period {t.verdict.period}" if t.verdict.period else ""
-        write(f"  after call {t.step}: {t.previous} -> {paint(t.verdict.kind)} (rule {t.verdict.rule}{period})\n")
+        if t.verdict.kind == kind and start is None:
+            start = t.step + 1
+        elif t.verdict.kind != kind and start is not None:
+            # The transition after call t.step + 1 left the verdict: the stretch ended with the call before it.
+            out.append((start, max(start, t.step)))
+            start = None
+    if start is not None:
+        out.append((start, max(start, report.steps_used)))
+    return out
+
+
+def headline(report: TraceReport) -> str:
+    """The final verdict, then the worst verdict reached with where, and the nudges and stops.
+
+    E.g. ``working after 8 tool calls; stuck at calls 3-5, nudged at call 3, stopped at call 5``.
+    """
+    v = report.verdict
+    detail = "" if v.rule == "none" else f" (rule {v.rule}" + (f", period {report.stuck_period}"
+                                                                 if report.stuck_period else "") + ")"
+    calls = report.steps_used
+    text = f"{v.kind}{detail} after {calls} tool call{'' if calls == 1 else 's'}"
+    parts = []
+    reached = {t.verdict.kind for t in report.transitions} - {"working"}
+    if reached:
+        worst = max(reached, key=_SEVERITY.__getitem__)
+        parts.append(f"{worst} at " + " and ".join(_calls(a, b).removeprefix("call ").removeprefix("calls ")
+                                                   if i else _calls(a, b)
+                                                   for i, (a, b) in enumerate(_episodes(report, worst))))
+    for action, word in (("nudge", "nudged"), ("stop", "stopped")):
+        steps = [i for i in report.interventions if i.action == action]
+        if steps:
+            where = ", ".join(str(i.step + 1) for i in steps)
+            reason = f" ({_BUDGETS[steps[0].rule]})" if action == "stop" and steps[0].rule in _BUDGETS else ""
+            parts.append(f"{word} at call{'s' if len(steps) > 1 else ''} {where}{reason}")
+    if report.partial:
+        parts.append("partial: a memory bound released it before the input ended")
+    return text + ("; " + ", ".join(parts) if parts else "")
+
+
+def _step_audit_text(report: TraceReport) -> str:
+    if report.ok:
+        return "ok"
+    problems = []
+    for violation in report.violations:
+        kind, _, rest = violation.partition(":")
+        if kind == "step_limit":
+            problems.append(f"{rest} tool calls, over the step limit")
+        elif kind == "repeat_loop":
+            signature, _, index = rest.rpartition("@")
+            start = int(index) + 1 if index.isdigit() else index
+            problems.append(f"identical consecutive calls from call {start}: {signature}")
+        else:
+            problems.append(violation)
+    return "; ".join(problems)
+
+
+def format_report(report: TraceReport, color: bool = False) -> str:
+    """The readable form of one trace's report: whole lines, control characters from span data escaped.
+
+    The headline gives the final verdict, the worst one reached and where; then the cost, the step audit (the
+    step limit and identical consecutive calls) and one timeline of verdict changes and interventions, each at
+    its call, numbered from 1 as ``loopguard.steps`` counts them.
+    """
+    paint = painter(color)
+    name = printable(report.source + (f" trace {report.trace_id}" if report.trace_id else ""))
+    head = headline(report)
+    kind = report.verdict.kind
+    lines = [f"{name}: {paint(kind)}{head[len(kind):]}"]
+    cost = report.cost
+    if cost is not None:
+        unpriced = ""
+        if cost.unpriced_tokens:
+            models = printable(", ".join(sorted(cost.unpriced_models)))
+            unpriced = f"{cost.unpriced_tokens} tokens of models without a price ({models})"
+        if cost.unpriced_tokens and not cost.usd:
+            lines.append(f"  cost: unknown: {unpriced}")
+        else:
+            lines.append(f"  cost: ${cost.usd:.4f}" + (f", plus {unpriced}" if unpriced else ""))
+    lines.append(f"  step audit: {printable(_step_audit_text(report))}")
+    timeline: list[tuple[int, int, str]] = []
+    for t in report.transitions:
+        period = f", period {t.verdict.period}" if t.verdict.kind == "stuck" and t.verdict.period else ""
+        timeline.append((t.step, 0, f"  call {t.step + 1}: {t.previous} -> {paint(t.verdict.kind)} "
+                                    f"(rule {t.verdict.rule}{period})"))
     for i in report.interventions:
-        write(f"  after call {i.step}: {paint(i.action)}: {i.message}\n")
+        timeline.append((i.step, 1, f"  call {i.step + 1}: {paint(i.action)}: {printable(i.message)}"))
+    timeline.sort(key=lambda item: item[:2])
+    lines.extend(text for _, _, text in timeline)
+    return "\n".join(lines) + "\n"
 
 
-if c_make_encoder is not None:
-    # json.dumps builds a C encoder on every call, which costs more than encoding one report; this is the encoder
-    # it builds with its default options (", " and ": ", ASCII escapes), made once. Without the circular-reference
-    # check: a report's dict is built fresh from values and cannot contain itself.
-    _encode_report = c_make_encoder(None, json.JSONEncoder().default, encode_basestring_ascii, None, ": ", ", ",
-                                    False, False, True)
-
-    def report_json(report: TraceReport) -> str:
-        """One line of ``audit --json`` output (exactly ``json.dumps(report.as_dict())``)."""
-        return "".join(_encode_report(report.as_dict(), 0))
-
-else:  # pragma: no cover - interpreters without the C accelerator
-
-    def report_json(report: TraceReport) -> str:
-        """One line of ``audit --json`` output."""
-        return json.dumps(report.as_dict())
+def report_json(report: TraceReport) -> str:
+    """One line of ``audit --json`` output (``json.dumps(report.as_dict())``: ASCII, so any byte is escaped)."""
+    return json.dumps(report.as_dict())

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from opentelemetry import trace
@@ -47,28 +48,13 @@ from ..sdk.processor import LoopGuardSpanProcessor
 from ..sdk.providers import otlp_exporter
 from .options import COLORS as _COLORS
 
-__all__ = ["DEMO_CONFIG_TOML", "DemoResult", "ScenarioResult", "demo_config", "run_demo"]
+__all__ = ["DEMO_CONFIG_PATH", "DEMO_CONFIG_TOML", "DemoResult", "ScenarioResult", "demo_config", "run_demo"]
 
-#: The demo's configuration: default detectors, a price table and a cost budget. ``audit`` of the
-#: ``--out`` file with this file as ``--config`` reproduces every verdict and intervention; without
-#: it, everything but the cost stop (no prices, so no cost).
-DEMO_CONFIG_TOML = """\
-# otel-loopguard demo configuration (default detectors, plus prices and a cost budget)
-max_cost_usd = 0.25
-
-[retry]
-max_attempts = 3
-interval_seconds = 1.0
-backoff_rate = 2.0
-
-[prices."gpt-4.1"]
-input = 2.0
-output = 8.0
-
-[prices."gpt-4.1-mini"]
-input = 0.4
-output = 1.6
-"""
+#: The demo's configuration file, shipped with the package: default detectors, a price table and a cost budget.
+#: ``audit`` of the ``--out`` file with it as ``--config`` reproduces every verdict and intervention; without it,
+#: everything but the cost stop (no prices, so no cost).
+DEMO_CONFIG_PATH = Path(__file__).resolve().parent.parent / "examples" / "demo-prices.toml"
+DEMO_CONFIG_TOML = DEMO_CONFIG_PATH.read_text(encoding="utf-8")
 
 _SMALL_MODEL = "gpt-4.1-mini"
 _LARGE_MODEL = "gpt-4.1"
@@ -78,7 +64,7 @@ _NS = 1_000_000_000
 
 
 def demo_config() -> LoopGuardConfig:
-    """The configuration the demo runs with (parsed from :data:`DEMO_CONFIG_TOML`)."""
+    """The configuration the demo runs with (the shipped file :data:`DEMO_CONFIG_PATH`)."""
     return LoopGuardConfig(**config_values(tomllib.loads(DEMO_CONFIG_TOML)))
 
 
@@ -130,11 +116,11 @@ class DemoResult:
     config: LoopGuardConfig = field(repr=False)
 
 
-class _SeededIds(IdGenerator):
-    """Trace and span ids from a seeded generator, so ``--seed`` reproduces a run exactly."""
+class _ReproducibleIds(IdGenerator):
+    """Trace and span ids from a reproducible generator, so ``--run N`` reproduces a run exactly."""
 
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
+    def __init__(self, variant: int) -> None:
+        self._random = random.Random(variant)
 
     def generate_span_id(self) -> int:
         return self._random.getrandbits(64) or 1
@@ -361,9 +347,10 @@ def _pagination(run: _Run) -> None:
     for page in range(1, pages + 1):
         run.chat(2_200 + 400 * page, 80)
         first = 100 + 20 * (page - 1)
+        # The same call each time (the API hands out the next page): only the result shows the progress.
         run.tool("list_open_issues", {"repo": "acme/api", "label": "bug"},
-                 f'{{"page": {page}, "of": {pages}, "issues": [{first}, {first + 1}, "...", {first + 19}]}}')
-    run.answer("summarised 80 open bugs")
+                 f"page {page} of {pages}: issues #{first}-#{first + 19}")
+    run.answer("summarised 80 open bugs; the same call returned a new page each time: progress, not a loop")
 
 
 def _rate_limited(run: _Run) -> None:
@@ -474,7 +461,7 @@ def run_demo(
     out: str | None = None,
     stream: IO[str] | None = None,
     color: bool = False,
-    seed: int = 7,
+    variant: int = 7,
     environ: Mapping[str, str] | None = None,
 ) -> DemoResult:
     """Run every scenario through a real ``TracerProvider`` with :class:`LoopGuardSpanProcessor`.
@@ -486,7 +473,7 @@ def run_demo(
         out: write every span as OTLP/JSON to this file (JSON Lines when it ends in ``.jsonl``).
         stream: where the timeline and summary go (standard output when None).
         color: use ANSI colours.
-        seed: seeds ids and timing jitter, so a seed reproduces a run.
+        variant: picks the ids and timing jitter: the same variant reproduces a run exactly.
         environ: the environment to read ``OTEL_EXPORTER_OTLP_*`` from (``os.environ`` when None).
 
     Returns:
@@ -506,14 +493,14 @@ def run_demo(
     config = demo_config()
     processor = LoopGuardSpanProcessor(config, logger_provider=logger_provider, meter_provider=meter_provider)
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=resource, id_generator=_SeededIds(seed))
+    provider = TracerProvider(resource=resource, id_generator=_ReproducibleIds(variant))
     provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(memory))
     if exporters is not None:
         provider.add_span_processor(BatchSpanProcessor(exporters[0]))
     tracer = provider.get_tracer(_SCOPE)
 
-    rng = random.Random(seed)
+    rng = random.Random(variant)
     # Simulated runs end an hour before now, so exported data lands in the recent past of any backend.
     clock = _Clock((int(time.time()) - 3600) * _NS, rng)
     paint = _Palette(color)
@@ -522,7 +509,7 @@ def run_demo(
 
     stream.write(paint.bold("otel-loopguard demo") + paint.dim(
         f": {len(_SCENARIOS)} scripted agent runs, judged live by LoopGuardSpanProcessor "
-        f"(simulated time, seed {seed})") + "\n")
+        f"(simulated time, variant {variant})") + "\n")
     results: list[ScenarioResult] = []
     try:
         for index, (key, title, agent, task, script) in enumerate(_SCENARIOS, 1):
@@ -542,7 +529,8 @@ def run_demo(
     _summary(results, stream, paint)
     if out is not None:
         write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
-        stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n")
+        stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n"
+                     f"(add --config {DEMO_CONFIG_PATH} for the demo's prices, costs and cost stop)\n")
     if exporters is not None:
         stream.write(f"\nexported spans, verdict events and metrics to {env['OTEL_EXPORTER_OTLP_ENDPOINT']}\n")
     stream.flush()

@@ -10,7 +10,13 @@ from typing import IO
 from ..core.config import LoopGuardConfig
 from ..errors import InputError
 
-EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: What ``audit`` and ``report`` hold at most while reading their inputs (MiB, ``--max-buffer-mb``).
+DEFAULT_BUFFER_MB = 1024
+DEFAULT_BUFFER_BYTES = DEFAULT_BUFFER_MB << 20
+#: The most bytes read from one input, after decompression (``--max-input-bytes``): 4 GiB.
+DEFAULT_MAX_INPUT_BYTES = 4 << 30
 
 # The detector settings a command line may override, as (flag, type, help).
 _DETECTOR_FLAGS = (
@@ -31,6 +37,23 @@ def detector_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-cost", type=float, metavar="USD", dest="max_cost_usd", help="cost budget per trace")
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def input_options(parser: argparse.ArgumentParser) -> None:
+    """Add the limits of reading stored traces: ``--max-input-bytes`` and ``--max-buffer-mb``."""
+    parser.add_argument("--max-input-bytes", type=_non_negative, default=DEFAULT_MAX_INPUT_BYTES, metavar="N",
+                        help="refuse an input larger than this, counted after gzip decompression (default 4 GiB; "
+                             "0: no limit)")
+    parser.add_argument("--max-buffer-mb", type=_non_negative, default=DEFAULT_BUFFER_MB, metavar="MB",
+                        help="memory for traces held until the input ends; beyond it the least recently active "
+                             "trace is judged early and reported as partial (default 1024)")
+
+
 def load_config(args: argparse.Namespace) -> LoopGuardConfig:
     """The configuration from ``--config``, the environment and the detector flags."""
     names = [flag.replace("-", "_") for flag, _, _ in _DETECTOR_FLAGS] + ["max_cost_usd"]
@@ -42,6 +65,17 @@ def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
     # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
     (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
+
+
+# Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
+# messages, arguments in the step audit, attribute values) or file names can neither break a line nor drive the
+# terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b``), for one line of a terminal."""
+    return text.translate(_CONTROL)
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",

@@ -10,20 +10,29 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..conventions.extract import Extractor
 from ..conventions.span import SpanRecord
-from ..conventions.traces import TraceEvaluator, TraceGrouper
+from ..conventions.traces import TraceCollector
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
-from ..core.model import STUCK, ToolCall
+from ..core.model import STUCK
 from ..errors import InputError
-from ..otlp.read import read_spans
-from .options import EXIT_ERROR, EXIT_OK, detector_options, load_config, write_error
+from ..otlp.read import DEFAULT_MAX_INPUT_BYTES, STDIN, read_spans
+from .options import (
+    DEFAULT_BUFFER_BYTES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    detector_options,
+    input_options,
+    load_config,
+    printable,
+    write_error,
+)
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
 
@@ -48,36 +57,24 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf) "
-                        "or directories of them")
+    report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf), "
+                        "directories of them, or - for standard input")
     report.add_argument("--by", required=True, metavar="ATTRIBUTE",
                         help="span or resource attribute to group by, e.g. app.prompt.version")
     report.add_argument("--json", action="store_true", help="one JSON object per group per line")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
+    input_options(report)
     report.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard report``; returns the exit status."""
-    return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at)
+    return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at,
+                      max_input_bytes=args.max_input_bytes or None, max_buffer_bytes=args.max_buffer_mb << 20)
 
 #: The group of traces that lack the attribute.
 NO_GROUP = "(none)"
-
-
-class _CountingExtractor(Extractor):
-    """The standard extractor, also counting the failed calls it reads (the report's error rate needs them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = 0
-
-    def tool_call(self, attrs: Mapping[str, Any], *args: Any, **kwargs: Any) -> ToolCall:
-        call = super().tool_call(attrs, *args, **kwargs)
-        if call.error is not None:
-            self.failed += 1
-        return call
 
 
 @dataclass(frozen=True)
@@ -171,8 +168,10 @@ class ReportBuilder:
         self.priced = priced
         self._groups: dict[str, dict[str, Any]] = {}
 
-    def add(self, report: TraceReport, failed_calls: int) -> None:
-        """Count one trace."""
+    def add(self, report: TraceReport, failed_calls: int | None = None) -> None:
+        """Count one trace (its failed calls: ``report.failed_calls`` unless given)."""
+        if failed_calls is None:
+            failed_calls = report.failed_calls
         key = _group_key(report.attributes.get(self.attribute))
         g = self._groups.get(key)
         if g is None:
@@ -206,28 +205,17 @@ def group_reports(
     builder: ReportBuilder, observed_at: float | None = None,
 ) -> int:
     """Judge every trace of ``spans`` and add it to ``builder``; returns the number of traces."""
-    evaluator = TraceEvaluator(LoopEngine(config), group_by=[attribute])
-    counter = _CountingExtractor()
-    evaluator.extractor = counter
+    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=observed_at)
     count = 0
-
-    def on_trace(trace_spans: list[SpanRecord]) -> None:
-        nonlocal count
-        counter.failed = 0
-        report = evaluator.evaluate(trace_spans, source, observed_at)
-        builder.add(report, counter.failed)
+    for report in [*collector.add_all(spans, source), *collector.finish()]:
+        builder.add(report)
         count += 1
-
-    grouper = TraceGrouper(on_trace)
-    for span in spans:
-        grouper.add(span)
-    grouper.flush()
     return count
 
 
 def _expand(paths: Iterable[str]) -> Iterator[str]:
     for path in paths:
-        if os.path.isdir(path):
+        if path != STDIN and os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
@@ -243,7 +231,7 @@ def _percent(part: float) -> str:
 
 def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None:
     """Print the groups as an aligned table."""
-    headers = [attribute, "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
+    headers = [printable(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
     priced = any(g.cost_usd is not None for g in groups)
     if priced:
         headers.append("cost/trace")
@@ -253,7 +241,7 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
                _percent(g._share(g.nudged)), _percent(g._share(g.stopped)), _percent(g.error_rate)]
         if priced:
             row.append(f"${g.cost_per_trace or 0.0:.4f}" + ("*" if g.unpriced_tokens else ""))
-        rows.append(row)
+        rows.append([printable(cell) for cell in row])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     for line in [headers, *rows]:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
@@ -263,8 +251,11 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
 
 
 def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
-               at: float | None = None, out: IO[str] | None = None) -> int:
-    """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read)."""
+               at: float | None = None, out: IO[str] | None = None,
+               max_input_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
+               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> int:
+    """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read, 130 when
+    interrupted)."""
     out = out if out is not None else sys.stdout
     builder = ReportBuilder(attribute, priced=bool(config.prices))
     failed = False
@@ -274,9 +265,25 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         failed = True
         write_error(exc)
 
-    traces = 0
-    for path in _expand(paths):
-        traces += group_reports(read_spans(path, on_error=on_error), attribute, config, path, builder, at)
+    # One collector for every file: a trace spread over several files is one trace (see TraceCollector).
+    collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at,
+                               max_buffer_bytes=max_buffer_bytes)
+    try:
+        for path in _expand(paths):
+            name = "<stdin>" if path == STDIN else path
+            try:
+                for report in collector.add_all(read_spans(path, on_error=on_error, max_bytes=max_input_bytes),
+                                                 name):
+                    builder.add(report)
+            except MemoryError:
+                on_error(InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
+                                    source=name))
+        for report in collector.finish():
+            builder.add(report)
+    except KeyboardInterrupt:
+        out.flush()
+        sys.stderr.write("otel-loopguard: interrupted\n")
+        return EXIT_INTERRUPTED
     groups = builder.groups()
     if as_json:
         for g in groups:

@@ -15,6 +15,11 @@ _EXAMPLES = """examples:
   otel-loopguard serve
   otel-loopguard serve --grpc 127.0.0.1:4317 --http '' --idle 10
   OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 otel-loopguard serve --forward
+  otel-loopguard serve --grpc 0.0.0.0:4317 --http 0.0.0.0:4318 \\
+      --tls-cert server.pem --tls-key server.key --bearer-token-file /run/secrets/otlp-token
+
+Every option also reads from the [serve] table of the --config file (the option's name with '_' for '-');
+a flag wins over the file.
 """
 
 
@@ -28,14 +33,44 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("--grpc", default="127.0.0.1:4317", metavar="HOST:PORT",
+    # Defaults are None so that the [serve] table of the configuration file can fill what the command line omits.
+    serve.add_argument("--grpc", metavar="HOST:PORT",
                        help="OTLP/gRPC listen address ('' disables; default 127.0.0.1:4317)")
-    serve.add_argument("--http", default="127.0.0.1:4318", metavar="HOST:PORT",
+    serve.add_argument("--http", metavar="HOST:PORT",
                        help="OTLP/HTTP listen address ('' disables; default 127.0.0.1:4318)")
-    serve.add_argument("--idle", type=float, default=5.0, metavar="SECONDS",
+    serve.add_argument("--idle", type=float, metavar="SECONDS",
                        help="a trace is finished after this long without new spans (default 5)")
-    serve.add_argument("--forward", action="store_true",
+    serve.add_argument("--forward", action="store_true", default=None,
                        help="also forward the received spans unchanged to the OTLP traces endpoint")
+    security = serve.add_argument_group("TLS and authentication (both receivers)")
+    security.add_argument("--tls-cert", metavar="FILE", help="server certificate chain (PEM); needs --tls-key")
+    security.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")
+    security.add_argument("--tls-client-ca", metavar="FILE",
+                          help="require client certificates signed by this CA (PEM): mutual TLS")
+    security.add_argument("--bearer-token-file", metavar="FILE",
+                          help="require 'Authorization: Bearer <token>' with the token on this file's first line "
+                               "(HTTP 401 / gRPC UNAUTHENTICATED otherwise)")
+    limits = serve.add_argument_group("limits (both receivers unless named)")
+    limits.add_argument("--max-body", type=int, metavar="BYTES",
+                        help="largest request, before and after gzip (default 16777216)")
+    limits.add_argument("--max-connections", type=int, metavar="N",
+                        help="open connections per receiver (default: half the open-file limit less 128, "
+                             "at most 1024)")
+    limits.add_argument("--header-timeout", type=float, metavar="SECONDS",
+                        help="to receive a request's headers, or a TLS handshake (default 10)")
+    limits.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                        help="a connection without a request is closed after this long (default 60)")
+    limits.add_argument("--body-timeout", type=float, metavar="SECONDS",
+                        help="to receive one HTTP request body (default 60)")
+    limits.add_argument("--max-concurrent-requests", type=int, metavar="N",
+                        help="HTTP request bodies read and decoded at once (default 16)")
+    limits.add_argument("--backlog", type=int, metavar="N", help="listen queue length (default 1024)")
+    limits.add_argument("--grpc-max-concurrent-streams", type=int, metavar="N",
+                        help="streams per gRPC connection (default 100)")
+    limits.add_argument("--grpc-max-concurrent-rpcs", type=int, metavar="N",
+                        help="gRPC calls in progress before RESOURCE_EXHAUSTED (default 64)")
+    limits.add_argument("--grpc-max-connection-age", type=float, metavar="SECONDS",
+                        help="ask gRPC clients to reconnect after this long (default: never)")
     detector_options(serve)
     serve.set_defaults(handler=run)
 

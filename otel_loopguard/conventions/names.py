@@ -58,7 +58,7 @@ TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
 # --- MCP client spans (read, to avoid double counting) -----------------------
 MCP_METHOD_NAME = "mcp.method.name"
 
-# --- Version stamps set on every span (write; seed 003) ----------------------
+# --- Version stamps set on every span (write) --------------------------------
 VERSION_ATTRIBUTES = {
     "prompt": "app.prompt.version",
     "tools": "app.tools.version",
@@ -83,6 +83,8 @@ LOOPGUARD_INTERVENTION = "loopguard.intervention"
 LOOPGUARD_NORMALIZER_VERSION = "loopguard.normalizer.version"
 LOOPGUARD_MESSAGE = "loopguard.message"
 LOOPGUARD_COST_USD = "loopguard.cost.usd"
+#: On a ``serve`` event decided while the trace's spans arrived out of start order (judged again at its finish).
+LOOPGUARD_PROVISIONAL = "loopguard.provisional"
 
 # Metric names (final) and their units.
 METRIC_VERDICTS = "loopguard.verdicts"

@@ -205,9 +205,14 @@ class _Setting:
 
 
 def _setting(default: Any = dataclasses.MISSING, *, check: Callable[[str, Any], Any],
-             env: Callable[[str], Any] | None = None, factory: Any = dataclasses.MISSING) -> Any:
-    """A field with its check and its environment spelling (None: not read from the environment)."""
-    return dataclasses.field(default=default, default_factory=factory, metadata={"setting": _Setting(check, env)})
+             env: Callable[[str], Any] | None = None, factory: Any = dataclasses.MISSING,
+             shown: bool = True) -> Any:
+    """A field with its check and its environment spelling (None: not read from the environment).
+
+    ``shown=False`` keeps the value out of the dataclass's repr.
+    """
+    return dataclasses.field(default=default, default_factory=factory, repr=shown,
+                             metadata={"setting": _Setting(check, env)})
 
 
 def _check_fields(obj: Any, prefix: str = "") -> None:
@@ -326,7 +331,7 @@ class LoopGuardConfig:
         max_period: the longest cycle (in calls) the periodicity detector looks for.
         min_repetitions: cycles a periodic suffix must hold to count as repetition.
         frequency_limit: a signature seen this many times in the window counts as repetition.
-        repeat_limit: seed-000 maximal runs of identical calls at least this long are violations.
+        repeat_limit: step audit: maximal runs of identical consecutive calls at least this long are violations.
         max_steps: a trace with more tool calls than this exceeds the step budget (stop).
         max_cost_usd: a trace whose model usage costs more than this exceeds the cost budget (stop); None = no limit.
         hysteresis: consecutive evaluations with the same cycle and unchanged evidence needed to enter ``stuck``;
@@ -365,7 +370,8 @@ class LoopGuardConfig:
     max_nudges: int = _setting(1, check=_positive_int, env=int)
     volatile_keys: frozenset[str] = _setting(
         DEFAULT_VOLATILE_KEYS, check=_folded_keys, env=_extendable(DEFAULT_VOLATILE_KEYS, frozenset))
-    signature_key: bytes | None = _setting(None, check=_signature_key, env=_text)
+    # Never in a repr (nor in a log line, see _shown): whoever holds it can forge and invert digests.
+    signature_key: bytes | None = _setting(None, check=_signature_key, env=_text, shown=False)
     retry: RetryPolicy = _setting(factory=RetryPolicy, check=_instance_of(RetryPolicy))  # noqa: RUF009 - a dataclasses.field
     lease: LeasePolicy = _setting(factory=LeasePolicy, check=_instance_of(LeasePolicy))  # noqa: RUF009 - a dataclasses.field
     prices: Mapping[str, Prices] = _setting(factory=dict, check=_mapping_of(Prices))
@@ -448,7 +454,7 @@ class LoopGuardConfig:
             try:
                 config = cls(**{**accepted, name: value, **explicit})
             except ConfigError as exc:
-                _logger.warning("ignoring %s=%r: %s; using the default", env_name(name), value, exc)
+                _logger.warning("ignoring %s=%s: %s; using the default", env_name(name), _shown(name, value), exc)
                 continue
             accepted[name] = value
         return config
@@ -459,6 +465,10 @@ class LoopGuardConfig:
 _PROCESS_KEY = secrets.token_bytes(32)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(LoopGuardConfig)}
+
+#: Tables of the configuration file that belong to one command, which reads and checks them itself
+#: (``[serve]``: otel_loopguard.serve.settings; ``[calibrate]``: the calibrate command).
+COMMAND_TABLES = ("serve", "calibrate")
 
 
 def env_name(setting: str) -> str:
@@ -486,7 +496,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         try:
             value = setting.check(name, setting.env(raw))
         except (ValueError, ConfigError) as exc:
-            _logger.warning("ignoring %s=%r: %s; using the default", variable, raw, exc)
+            _logger.warning("ignoring %s=%s: %s; using the default", variable, _shown(name, raw), exc)
             continue
         values[name] = value
     versions = {key: environ["LOOPGUARD_VERSION_" + key.upper()] for key in VERSION_KEYS
@@ -494,6 +504,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     if versions:
         values["versions"] = versions
     return values
+
+
+def _shown(name: str, value: Any) -> str:
+    """A setting's value as a log line may show it: the signature key never."""
+    return "<redacted>" if name == "signature_key" else repr(value)
 
 
 # -- the TOML file ----------------------------------------------------------------------------------------------------
@@ -505,6 +520,29 @@ def _check_keys(where: str, table: Any, allowed: Any) -> None:
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+
+
+#: The largest configuration file read (a price table of thousands of models is far smaller).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_config_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a configuration file: a regular file of at most :data:`MAX_CONFIG_BYTES`.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO, a device or a huge file named by
+    ``LOOPGUARD_CONFIG`` is refused instead of hanging or filling memory.
+    """
+    import stat  # noqa: PLC0415
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: a configuration must be a regular file")
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: a configuration file may hold at most {MAX_CONFIG_BYTES} bytes")
+    return data
 
 
 def _table(kind: type, where: str, table: Any) -> Any:
@@ -545,10 +583,11 @@ _TOML_TABLES: dict[str, Callable[[Any], Any]] = {
 
 def _from_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_read_config_file(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     try:
@@ -563,9 +602,11 @@ def config_values(data: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ConfigError: an unknown key or a value of the wrong type, named by its path.
     """
-    _check_keys("top level", data, _FIELDS)
+    _check_keys("top level", data, (*_FIELDS, *COMMAND_TABLES))
     values = {}
     for name, value in data.items():
+        if name in COMMAND_TABLES:
+            continue  # read and checked by the command that owns the table
         convert = _TOML_TABLES.get(name)
         values[name] = convert(value) if convert is not None else value
     return values

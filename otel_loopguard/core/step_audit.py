@@ -1,16 +1,22 @@
-"""The step audit: a step budget and maximal runs of identical consecutive calls, in one pass (exact output)."""
+"""The step audit: a step budget and maximal runs of identical consecutive calls, with an exact output format.
+
+Two forms of one check. :func:`audit_trace` is the reference, over a whole list of steps (dicts with ``tool`` and
+``args``). :class:`StepAudit` gives the same answer incrementally, one :class:`ToolCall` at a time, remembering only
+the current run (its start, one of its calls and, once computed, its signature) and the violations found, so a
+trace of any length costs the same memory.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import compress, islice
-from operator import attrgetter, ne
 from typing import Any
 
 from .jsontext import loads
 from .model import ToolCall
 
-_TOOL = attrgetter("tool")
+#: Violations kept per trace at most; a trace with more runs than this (each at least ``repeat_limit`` calls) keeps
+#: the first ones found, and :attr:`StepAudit.dropped` counts the rest.
+MAX_VIOLATIONS = 1000
 
 
 def step_signature(step: Mapping[str, Any]) -> str:
@@ -70,70 +76,128 @@ def step_args(call: ToolCall) -> dict[str, Any]:
     return {"input": args}
 
 
-def audit_calls(calls: list[ToolCall], max_steps: int, repeat_limit: int) -> dict[str, Any]:
-    """The step audit of ``calls``: equal to ``audit_trace`` of their :func:`step_args` steps, but cheaper.
+def call_signature(call: ToolCall) -> str:
+    """The step audit's signature of a tool call (:func:`step_signature` of its :func:`step_args`)."""
+    return step_signature({"tool": call.tool, "args": step_args(call)})
 
-    Signatures are built only where equality is not evident: calls of different tools (names without ``|``)
-    differ, and calls of the same tool with identical raw arguments are equal; only the rest (and the first
-    call of each long run, for the message) pay for parsing the arguments, and only inside stretches of
-    possibly equal neighbours long enough to hold a run of ``repeat_limit`` calls.
+
+class StepAudit:
+    """The step audit of one trace, fed one call at a time; equal to :func:`audit_trace` over the same calls.
+
+    Runs of identical calls lie inside *stretches* of neighbours that may be equal: consecutive calls of one tool
+    (or of tools named with ``|``, whose signatures may collide with another tool's). A stretch shorter than
+    ``repeat_limit`` cannot hold a violation, so its calls are only buffered (never more than ``repeat_limit``)
+    and never signed; once a stretch is that long, neighbours are compared one by one, without building
+    signatures where equality is evident (one tool with the same raw arguments), and a run's signature is built
+    at most once. Memory: the buffer, the current run's start and one of its calls, and the violations found.
+
+    Args:
+        max_steps: more calls than this is a ``step_limit:<n>`` violation.
+        repeat_limit: every maximal run of at least this many identical calls is a
+            ``repeat_loop:<signature>@<index of its first call>`` violation.
     """
-    count = len(calls)
-    if count == 0:
-        return audit_trace([], max_steps, repeat_limit)
-    sigs: list[str | None] = [None] * count
 
-    def sig(i: int) -> str:
-        s = sigs[i]
-        if s is None:
-            s = sigs[i] = step_signature({"tool": calls[i].tool, "args": step_args(calls[i])})
-        return s
+    __slots__ = ("_last", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch", "_violations",
+                 "count", "dropped")
 
-    def same_as_previous(i: int) -> bool:
-        a, b = calls[i - 1], calls[i]
-        if a.tool == b.tool:
-            if a.arguments is b.arguments or (a.arguments.__class__ is str and a.arguments == b.arguments):
-                return True
-        elif "|" not in a.tool and "|" not in b.tool:
-            return False
-        return sig(i - 1) == sig(i)
+    def __init__(self, max_steps: int, repeat_limit: int) -> None:
+        self._max_steps = max_steps
+        self._limit = repeat_limit
+        self.count = 0
+        self.dropped = 0
+        # The current stretch's calls while it is shorter than repeat_limit; None once it is being resolved.
+        self._stretch: list[ToolCall] | None = []
+        self._run_start = 0
+        self._last: ToolCall | None = None  # the previous call (while resolving: a member of the current run)
+        self._run_signature: str | None = None  # the current run's signature, once built
+        self._violations: list[str] = []
 
-    violations: list[str] = []
-    if count > max_steps:
-        violations.append(f"step_limit:{count}")
-    # A run of equal calls lies inside a stretch of calls whose neighbours may be equal (same tool, or a name
-    # with "|" that could collide with another signature); only stretches long enough to hold a violating run
-    # are compared call by call.
-    tools = list(map(_TOOL, calls))
-    stretches: Iterable[tuple[int, int]]
-    if "|" in "".join(tools):
-        stretches = _stretches_with_pipes(tools)
-    else:
-        # Stretches are runs of one tool name: their boundaries are where the name changes, found in C.
-        bounds = [0, *compress(range(1, count), map(ne, islice(tools, 1, None), tools)), count]
-        stretches = zip(bounds, islice(bounds, 1, None))
-    for start, end in stretches:
-        if end - start >= repeat_limit:
-            run_start = start
-            for index in range(start + 1, end + 1):
-                if index < end and same_as_previous(index):
-                    continue
-                if index - run_start >= repeat_limit:
-                    violations.append(f"repeat_loop:{sig(run_start)}@{run_start}")
-                run_start = index
-    violations.sort()
-    return {"ok": not violations, "steps_used": count, "violations": violations}
+    def add(self, call: ToolCall) -> None:
+        """Count one more call (the next in the trace's order)."""
+        index = self.count
+        self.count = index + 1
+        last = self._last
+        self._last = call
+        if last is None:
+            self._new_stretch(call, index)
+            return
+        a, b = last.tool, call.tool
+        if a != b and "|" not in a and "|" not in b:
+            # A new stretch: the one before ends here, and with it any run being resolved.
+            if self._stretch is None:
+                self._end_run(index, last, None)
+            self._new_stretch(call, index)
+            return
+        stretch = self._stretch
+        if stretch is not None:
+            stretch.append(call)
+            if len(stretch) >= self._limit:
+                self._resolve(stretch, index)
+            return
+        if _evidently_equal(last, call):
+            return
+        signature = call_signature(call)
+        if self._signature_of(last) == signature:
+            return
+        self._end_run(index, last, signature)
+
+    def _new_stretch(self, call: ToolCall, index: int) -> None:
+        stretch = self._stretch = [call]
+        if self._limit <= 1:
+            self._resolve(stretch, index)
+
+    def _resolve(self, stretch: list[ToolCall], index: int) -> None:
+        """The stretch (ending with call ``index``) became long enough to hold a run: find where the run of its
+        last call starts (runs ending earlier in it are shorter than the limit)."""
+        self._stretch = None
+        start = len(stretch) - 1
+        signature: str | None = None
+        while start > 0:
+            previous, current = stretch[start - 1], stretch[start]
+            if not _evidently_equal(previous, current):
+                if signature is None:
+                    signature = call_signature(current)
+                if call_signature(previous) != signature:
+                    break
+            start -= 1
+        self._run_start = index - (len(stretch) - 1 - start)
+        self._run_signature = signature
+
+    def _signature_of(self, member: ToolCall) -> str:
+        signature = self._run_signature
+        if signature is None:
+            signature = self._run_signature = call_signature(member)
+        return signature
+
+    def _end_run(self, index: int, last: ToolCall, next_signature: str | None) -> None:
+        # The run of ``last`` ended just before call ``index``, which starts the next one.
+        if index - self._run_start >= self._limit:
+            self._violate(f"repeat_loop:{self._signature_of(last)}@{self._run_start}")
+        self._run_start = index
+        self._run_signature = next_signature
+
+    def _violate(self, violation: str) -> None:
+        if len(self._violations) < MAX_VIOLATIONS:
+            self._violations.append(violation)
+        else:
+            self.dropped += 1
+
+    def result(self) -> dict[str, Any]:
+        """``{"ok": bool, "steps_used": int, "violations": [...]}`` as :func:`audit_trace` gives it (sorted)."""
+        violations = list(self._violations)
+        last = self._last
+        if (last is not None and self._stretch is None and self.count - self._run_start >= self._limit
+                and len(violations) < MAX_VIOLATIONS):
+            violations.append(f"repeat_loop:{self._signature_of(last)}@{self._run_start}")
+        if self.count > self._max_steps:
+            violations.append(f"step_limit:{self.count}")
+        violations.sort()
+        return {"ok": not violations and not self.dropped, "steps_used": self.count, "violations": violations}
 
 
-def _stretches_with_pipes(tools: list[str]) -> list[tuple[int, int]]:
-    """Stretches of possibly equal neighbours when a name holds "|" (its signature may equal another tool's)."""
-    out = []
-    count = len(tools)
-    start = 0
-    while start < count:
-        end = start + 1
-        while end < count and (tools[end] == tools[end - 1] or "|" in tools[end] or "|" in tools[end - 1]):
-            end += 1
-        out.append((start, end))
-        start = end
-    return out
+def _evidently_equal(a: ToolCall, b: ToolCall) -> bool:
+    """Calls of one tool with the very same raw arguments (their signatures are then equal)."""
+    if a.tool != b.tool:
+        return False
+    x, y = a.arguments, b.arguments
+    return x is y or (x.__class__ is str and x == y)

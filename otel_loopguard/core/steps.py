@@ -16,11 +16,11 @@ class StepsFile:
     """A parsed steps file.
 
     Attributes:
-        steps: the raw steps (for the seed-000 audit, which signs raw arguments).
+        steps: the raw steps (for the step audit, which signs raw arguments).
         calls: the same steps as engine tool calls.
         observed_at: observation time (epoch s); the last step's end (or start) when the file gives none.
         max_steps: the file's step budget, if it sets one.
-        repeat_limit: the file's seed-000 run limit, if it sets one.
+        repeat_limit: the file's limit on identical consecutive calls (step audit), if it sets one.
     """
 
     steps: list[dict[str, Any]]

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar, cast
@@ -25,7 +26,8 @@ from .json_general import decode_json_document, parse_json
 from .json_typed import decode_typed
 from .proto import decode_proto_request
 
-__all__ = ["decode_json_request", "decode_proto_request", "read_spans"]
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "STDIN", "Input", "InputTooLarge", "decode_json_request", "decode_proto_request",
+           "read_spans"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PROTO_EXTENSIONS = (".pb", ".binpb", ".protobuf")
@@ -64,66 +66,191 @@ def _raise(error: InputError) -> None:
     raise error
 
 
-def read_spans(path: str, *, on_error: Callable[[InputError], None] | None = None) -> Iterator[SpanRecord]:
-    """Stream the spans stored in a file.
+#: The most bytes read from one input by default, after decompression (``--max-input-bytes``).
+DEFAULT_MAX_INPUT_BYTES = 4 << 30
+#: Bytes looked at to tell a format (gzip, JSON, protobuf, steps file): never more.
+SNIFF_BYTES = _SNIFF_BYTES
+#: The name of standard input as an input path.
+STDIN = "-"
+
+
+class InputTooLarge(Exception):
+    """Internal: an input gave more bytes than its cap."""
+
+
+class _Capped(io.RawIOBase):
+    """A raw stream giving ``head`` and then what ``source`` reads, at most ``limit`` bytes in all."""
+
+    def __init__(self, head: bytes, source: IO[bytes], limit: int | None) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._source = source
+        self._limit = limit
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        head = self._head
+        if head:
+            n = min(len(view), len(head))
+            view[:n] = head[:n]
+            self._head = head[n:]
+        else:
+            read1 = getattr(self._source, "read1", None)
+            data = read1(len(view)) if read1 is not None else self._source.read(len(view))
+            n = len(data)
+            view[:n] = data
+        self.count += n
+        if self._limit is not None and self.count > self._limit:
+            raise InputTooLarge(self._limit)
+        return n
+
+
+class Input:
+    """One opened input: a file, or standard input (``-``), decompressed when gzipped, capped in size.
+
+    Args:
+        path: a file path, or ``-`` for standard input (a pipe, a FIFO or a redirected file).
+        max_bytes: the most bytes read from it, after decompression (None: no cap).
+
+    Attributes:
+        name: the path, or ``<stdin>``.
+        gzipped: whether the content was gzip-compressed.
+        stream: the (decompressed) content, buffered.
+        head: at most :data:`SNIFF_BYTES` first bytes of the content, to tell its format.
+        complete: whether ``head`` is the whole content.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+
+    def __init__(self, path: str, max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES) -> None:
+        self.path = path
+        self.name = "<stdin>" if path == STDIN else path
+        if path == STDIN:
+            source: IO[bytes] = sys.stdin.buffer
+            self._owned: IO[bytes] | None = None
+        else:
+            # Unbuffered here: the one buffer is the large one around the content below (export lines are often
+            # hundreds of kB, and an 8 kB buffer made reading a line a chain of small reads and copies).
+            source = self._owned = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        try:
+            magic = _read_up_to(source, 2)
+            self.gzipped = magic == _GZIP_MAGIC
+            if self.gzipped:
+                # Only the decompressed bytes count against the cap: that is what fills memory.
+                compressed = io.BufferedReader(_Capped(magic, source, None), _READ_BUFFER)
+                content: IO[bytes] = cast(IO[bytes], gzip.GzipFile(fileobj=compressed, mode="rb"))
+                first = b""
+            else:
+                content, first = source, magic
+            #: Why the content could not be read (corrupt gzip data), reported when the spans are read.
+            self.failure: BaseException | None = None
+            try:
+                head = first + _read_up_to(content, _SNIFF_BYTES - len(first))
+            except _READ_ERRORS as exc:
+                if not self.gzipped:
+                    raise
+                self.failure, head = exc, b""
+            self.complete = len(head) < _SNIFF_BYTES
+            self.head = head
+            self.stream: IO[bytes] = cast(IO[bytes], io.BufferedReader(_Capped(head, content, max_bytes),
+                                                                       _READ_BUFFER))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the file (standard input is left open)."""
+        if self._owned is not None:
+            self._owned.close()
+
+    def __enter__(self) -> Input:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _read_up_to(stream: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes (fewer only at the end): a pipe may hand over less than asked per read."""
+    parts = []
+    while size > 0:
+        chunk = stream.read(size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def read_spans(path: str | Input, *, on_error: Callable[[InputError], None] | None = None,
+               max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES) -> Iterator[SpanRecord]:
+    """Stream the spans stored in a file (or standard input, ``-``).
 
     The format is detected from the content: gzip by its magic bytes (any
     format may be gzipped), JSON when the text starts with ``{`` or ``[``,
     protobuf otherwise (the extensions ``.pb``, ``.binpb`` and ``.protobuf``
-    force protobuf). A JSON file is either one document (pretty-printed or
-    not) or JSON Lines, one request per line as the Collector's file exporter
-    writes it; JSON Lines are decoded line by line, so memory is bounded by
-    the longest line. A document or line whose root is an array is read as a
-    list of requests. A protobuf file holds one serialised
-    ``ExportTraceServiceRequest``.
+    force protobuf); at most :data:`SNIFF_BYTES` are looked at. A JSON file is
+    either one document (pretty-printed or not) or JSON Lines, one request per
+    line as the Collector's file exporter writes it; JSON Lines are decoded line
+    by line, so memory is bounded by the longest line. A document or line whose
+    root is an array is read as a list of requests. A protobuf file holds one
+    serialised ``ExportTraceServiceRequest``.
 
     Each line (or document) is decoded as a whole before its spans are
     yielded, so a malformed line contributes no spans.
 
     Args:
-        path: the file to read.
+        path: the file to read, ``-`` for standard input, or an :class:`Input` already opened (and sniffed).
         on_error: called with each :class:`InputError`; reading then goes on
             with the next line where there is one. The default raises.
+        max_bytes: the most bytes read, after decompression (a gzip bomb stops there); None: no cap.
 
     Returns:
         An iterator over the spans, in file order.
 
     Raises:
         InputError: (only without ``on_error``) the file cannot be opened or
-            read, is neither JSON nor protobuf, or a line or document is
-            malformed; ``source`` is ``path`` and ``location`` says where
-            (``"line 7"``, ``"line 7, resourceSpans[0]...traceId"``).
+            read, is neither JSON nor protobuf, is larger than ``max_bytes``,
+            or a line or document is malformed; ``source`` is the path and
+            ``location`` says where (``"line 7"``, ``"line 7, resourceSpans[0]...traceId"``).
     """
     report = on_error or _raise
-    try:
-        # A large buffer: export lines are often hundreds of kB, and the default 8 kB buffer makes reading a line
-        # a chain of small reads and copies (5x the time on the benchmark file).
-        raw = cast(io.BufferedReader, open(path, "rb", buffering=_READ_BUFFER))  # noqa: SIM115 - closed by the with block
-    except OSError as exc:
-        report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
-        return
-    with raw:
+    if isinstance(path, Input):
+        opened = path
+    else:
         try:
-            stream: IO[bytes] = raw
-            if raw.peek(2)[:2] == _GZIP_MAGIC:
-                stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
-            name = path.removesuffix(".gz")
-            if os.path.splitext(name)[1].lower() in _PROTO_EXTENSIONS:
-                yield from _proto_file(stream.read(), path, report, forced=True)
-                return
-            head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]  # type: ignore[attr-defined]
+            opened = Input(path, max_bytes)
+        except OSError as exc:
+            report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
+            return
         except _READ_ERRORS as exc:
             report(_read_error(exc, path, None))
             return
-        if _looks_like_json(head):
-            yield from _json_file(stream, path, report)
-        else:
-            try:
-                data = stream.read()
-            except _READ_ERRORS as exc:
-                report(_read_error(exc, path, None))
+    name = opened.name
+    with opened:
+        if opened.failure is not None:
+            report(_read_error(opened.failure, name, None))
+            return
+        try:
+            stream = opened.stream
+            if os.path.splitext(opened.path.removesuffix(".gz"))[1].lower() in _PROTO_EXTENSIONS:
+                yield from _proto_file(stream.read(), name, report, forced=True)
                 return
-            yield from _proto_file(data, path, report, forced=False)
+            if _looks_like_json(opened.head):
+                yield from _json_file(stream, name, report)
+            else:
+                data = stream.read()
+                yield from _proto_file(data, name, report, forced=False)
+        except InputTooLarge as exc:
+            report(InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)",
+                              source=name))
+        except _READ_ERRORS as exc:
+            report(_read_error(exc, name, None))
 
 
 def _looks_like_json(head: bytes) -> bool:

@@ -1,7 +1,17 @@
-"""Emission: verdict events (Logs API), span events and metrics, only on transitions and interventions."""
+"""Emission: verdict events (Logs API), span events and metrics, only on transitions and interventions.
+
+Every string that leaves through here is bounded, for the processor and ``serve`` alike: tool, agent and
+conversation names longer than :data:`MAX_NAME_CHARS` or holding a non-printable character (control, format,
+line-separator characters, lone surrogates) are replaced by :func:`bounded_name` (a printable prefix and a digest of
+the whole name, so distinct names stay distinct); event messages and bodies are cut at :data:`MAX_MESSAGE_CHARS`; the
+only other strings are fixed words and digests. A span is data from the agent's process or, for ``serve``, from
+anyone who can send one: a tool name of megabytes must not make every metric export exceed the 4 MiB gRPC limit nor
+get a log batch (holding other traces' events) refused.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +32,31 @@ _STEP_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 _COST_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 25)
 _DELAY_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 30)
 
+MAX_NAME_CHARS = 128
+MAX_MESSAGE_CHARS = 1024
+_DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by chance, ~1 in 10^14 per pair
+_ELLIPSIS = "\u2026"
+
+
+def bounded_name(name: str) -> str:
+    """``name`` itself when it has at most 128 characters, all printable; else a printable prefix, ``~`` and 12 hex
+    digits of a digest of the whole name (128 characters at most; the same name always gives the same result)."""
+    if len(name) <= MAX_NAME_CHARS and name.isprintable():
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2).hexdigest()
+    keep = MAX_NAME_CHARS - _DIGEST_CHARS - 1
+    prefix = "".join(c if c.isprintable() else "_" for c in name[:keep])
+    return f"{prefix}~{digest}"
+
+
+def bounded_text(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` with non-printable characters other than newlines replaced, cut to ``limit`` characters."""
+    if len(text) > limit:
+        text = text[:limit - 1] + _ELLIPSIS
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == "\n" else "_" for c in text)
+    return text
+
 
 class CappedNames:
     """Keeps a metric attribute low-cardinality: the first ``limit`` distinct names pass, the rest become ``_OTHER``."""
@@ -33,6 +68,7 @@ class CappedNames:
     def __call__(self, name: str | None) -> str:
         if not name:
             return ""
+        name = bounded_name(name)
         if name in self._seen:
             return name
         # Unlocked on purpose: a race can admit a few names past the limit, never an unbounded number.
@@ -83,6 +119,8 @@ class VerdictEvent:
         signature_digest: keyed digest of the call's signature.
         steps: tool calls of the trace so far.
         timestamp_ns: when it happened (the span's end).
+        provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
+            again, exactly, when it finishes.
     """
 
     trace_id: int
@@ -96,6 +134,7 @@ class VerdictEvent:
     signature_digest: str | None
     steps: int
     timestamp_ns: int | None
+    provisional: bool = False
 
 
 def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:
@@ -110,7 +149,9 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         n.LOOPGUARD_INTERVENTION: event.intervention.action if event.intervention else "none",
         n.LOOPGUARD_NORMALIZER_VERSION: normalizer_version,
     }
-    if verdict.period is not None:
+    if verdict.period is not None and verdict.kind == STUCK:
+        # A period describes a stuck cycle only (as in audit's reports); a repetition judged uncertain or
+        # retrying has its repetitions and cycle start, not a period to report.
         attrs[n.LOOPGUARD_PERIOD] = verdict.period
     if verdict.repetitions is not None:
         attrs[n.LOOPGUARD_REPETITIONS] = verdict.repetitions
@@ -120,14 +161,28 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
     if digest:
         attrs[n.LOOPGUARD_SIGNATURE] = digest
     if event.intervention is not None and event.intervention.message:
-        attrs[n.LOOPGUARD_MESSAGE] = event.intervention.message
+        attrs[n.LOOPGUARD_MESSAGE] = event_message(event)
     if event.tool:
-        attrs[n.GEN_AI_TOOL_NAME] = event.tool
+        attrs[n.GEN_AI_TOOL_NAME] = bounded_name(event.tool)
     if event.agent:
-        attrs[n.GEN_AI_AGENT_NAME] = event.agent
+        attrs[n.GEN_AI_AGENT_NAME] = bounded_name(event.agent)
     if event.conversation:
-        attrs[n.GEN_AI_CONVERSATION_ID] = event.conversation
+        attrs[n.GEN_AI_CONVERSATION_ID] = bounded_name(event.conversation)
+    if event.provisional:
+        attrs[n.LOOPGUARD_PROVISIONAL] = True
     return attrs
+
+
+def event_message(event: VerdictEvent) -> str:
+    """The event's text, bounded: the intervention's message with the tool's bounded name in place of its name,
+    cut at :data:`MAX_MESSAGE_CHARS`; or ``trace is <verdict> (rule <rule>)``."""
+    if event.intervention is None:
+        return f"trace is {event.verdict.kind} (rule {event.verdict.rule})"
+    message = event.intervention.message
+    tool = event.tool
+    if tool and tool in message and bounded_name(tool) != tool:
+        message = message.replace(tool, bounded_name(tool))
+    return bounded_text(message)
 
 
 class Emitter:
@@ -206,9 +261,7 @@ class Emitter:
         context = None
         if event.span_context is not None:
             context = trace.set_span_in_context(NonRecordingSpan(event.span_context))
-        body = event.intervention.message if event.intervention else (
-            f"trace is {event.verdict.kind} (rule {event.verdict.rule})"
-        )
+        body = attrs.get(n.LOOPGUARD_MESSAGE) or event_message(event)
         self._logger.emit(
             timestamp=event.timestamp_ns,
             context=context,
@@ -250,4 +303,4 @@ class Emitter:
 
     def error(self, error_type: str) -> None:
         """Count a failure inside a hook."""
-        self.errors.add(1, {n.ERROR_TYPE: error_type})
+        self.errors.add(1, {n.ERROR_TYPE: bounded_name(error_type)})

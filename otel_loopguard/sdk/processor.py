@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -16,7 +15,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from ..conventions import names as n
 from ..conventions.extract import (
@@ -32,8 +31,9 @@ from ..conventions.extract import (
     span_role,
 )
 from ..core.config import LoopGuardConfig
-from ..core.engine import LoopEngine, TraceState
-from ..core.model import NO_INTERVENTION, Intervention, Observation, Verdict
+from ..core.engine import LoopEngine
+from ..core.judge import ORIGIN_MCP_CLIENT, Judged, Step, TraceJudge
+from ..core.model import NO_INTERVENTION, Intervention, Verdict
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -46,16 +46,6 @@ Listener = Callable[[VerdictEvent], None]
 # Kinds of queued hook calls (identity-compared markers).
 _STARTED = "started"
 _ENDED = "ended"
-
-
-def _remember(table: dict[int, Any], key: int, value: Any, limit: int) -> None:
-    """Set ``table[key]``, dropping the oldest entry beyond ``limit`` (safe against concurrent removal)."""
-    table[key] = value
-    if len(table) > limit:
-        try:
-            del table[next(iter(table))]
-        except (KeyError, StopIteration, RuntimeError):
-            pass  # another thread changed the table meanwhile; the next insert trims again
 
 
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
@@ -82,46 +72,87 @@ def _plain(attrs: Any) -> dict[str, Any]:
     return plain if type(plain) is dict else dict(attrs)
 
 
+#: Open agent spans remembered per trace, at most (the innermost open one receives the span events).
+MAX_OPEN_AGENTS = 64
+#: Open tool spans remembered per trace, at most (an inner span of one of them waits to be joined with it).
+MAX_OPEN_TOOLS = 1024
+
+
 class _Agent:
     __slots__ = ("name", "span", "span_id", "tool_calls")
 
     def __init__(self, span_id: int, name: str | None, span: Span) -> None:
         self.span_id = span_id
         self.name = name
-        self.span = span
+        # Weak: an agent span that ends unseen (its end dropped from a full queue) frees itself.
+        self.span = weakref.ref(span)
         self.tool_calls = 0
 
 
-class _OpenTrace:
-    """Spans of one trace that are still open: its agent spans and tool spans."""
+class _Trace:
+    """Everything the processor keeps about one trace, in one record of the state store.
 
-    __slots__ = ("agents", "tools")
+    ``judge`` is created at the trace's first tool or model span. With ``per_conversation``, the judge lives in
+    the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
+    """
+
+    __slots__ = ("agents", "judge", "key", "root", "tools")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
         self.tools: set[int] = set()
+        self.root: weakref.ref[Span] | None = None
+        self.judge: TraceJudge | None = None
+        self.key: Hashable | None = None
+
+    def target(self) -> Span | None:
+        """Where a span event goes: the innermost open agent span, else the trace's local root."""
+        for agent in reversed(self.agents):
+            span = agent.span()
+            if span is not None:
+                return span
+        return self.root() if self.root is not None else None
 
 
-class _OpenSpans:
-    """Bounded map trace id → open spans; the oldest trace is dropped beyond ``limit``."""
+class _Roots:
+    """Local roots by trace id, held weakly: an entry goes when its span is freed, so the index is never larger
+    than the set of roots the application itself still holds (a dict of weak references, tested in C by
+    membership on the application's thread)."""
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._traces: OrderedDict[int, _OpenTrace] = OrderedDict()
-        self.lock = threading.Lock()
+    __slots__ = ("__weakref__", "refs")
 
-    def get(self, trace_id: int, create: bool) -> _OpenTrace | None:
-        """The open spans of a trace (caller holds ``lock``)."""
-        entry = self._traces.get(trace_id)
-        if entry is None and create:
-            entry = self._traces[trace_id] = _OpenTrace()
-            if len(self._traces) > self._limit:
-                self._traces.popitem(last=False)
-        return entry
+    def __init__(self) -> None:
+        self.refs: dict[int, weakref.ref[Span]] = {}
 
-    def pop(self, trace_id: int) -> _OpenTrace | None:
-        """Forget a trace (caller holds ``lock``)."""
-        return self._traces.pop(trace_id, None)
+    def add(self, trace_id: int, span: Span) -> None:
+        refs = self.refs
+        own = weakref.ref(self)
+
+        def gone(ref: weakref.ref[Span]) -> None:
+            index = own()
+            # Only this reference's entry: the trace id may have a newer root since.
+            if index is not None and index.refs.get(trace_id) is ref:
+                index.refs.pop(trace_id, None)
+
+        refs[trace_id] = weakref.ref(span, gone)
+
+    def get(self, trace_id: int) -> Span | None:
+        ref = self.refs.get(trace_id)
+        return ref() if ref is not None else None
+
+    def pop(self, trace_id: int, default: None = None) -> None:
+        self.refs.pop(trace_id, None)
+
+
+class _Finished:
+    """What :meth:`LoopGuardSpanProcessor.verdict` and :meth:`~LoopGuardSpanProcessor.check` answer for a
+    trace whose root has ended."""
+
+    __slots__ = ("stop", "verdict")
+
+    def __init__(self) -> None:
+        self.verdict: Verdict | None = None
+        self.stop: Intervention | None = None
 
 
 class _ErrorLog:
@@ -197,23 +228,27 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
-        self._store: StateStore[TraceState] = StateStore(
-            self._new_state, self.config.max_traces, self.config.trace_ttl_seconds, self._evicted
+        # One record per trace (open agent and tool spans, root, judge), and per conversation when asked for.
+        self._store: StateStore[_Trace] = StateStore(
+            _Trace, self.config.max_traces, self.config.trace_ttl_seconds, self._evicted
         )
-        self._open = _OpenSpans(self.config.max_traces)
+        # Traces whose root ended: what verdict() and check() still answer for them.
+        self._finished_traces: StateStore[_Finished] = StateStore(
+            _Finished, self.config.max_traces, self.config.trace_ttl_seconds
+        )
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = []
-        # Conversation keys are used only when asked for; the alias map lets verdict(trace_id) find them.
-        self._aliases: OrderedDict[int, Hashable] = OrderedDict()
         self._stamps = {
             n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
         }
         self._is_shutdown = False
-        # Open local roots, and traces known to hold GenAI spans (so their root's end is queued); both bounded.
-        self._max_open = self.config.max_traces
-        self._roots: dict[int, weakref.ref[Span]] = {}
-        self._genai: dict[int, bool] = {}
-        self._deferred = DeferredWork(self._process, max_queue, self._dropped) if deferred else None
+        # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
+        # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
+        # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
+        self._roots = _Roots()
+        self._deferred = (
+            DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
+        )
         self._submit = self._deferred.submit if self._deferred is not None else self._process
         if self._deferred is not None:
             # Drain at exit before the providers' own atexit shutdowns (registered earlier, so run later).
@@ -222,16 +257,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
     # -- SpanProcessor hooks -------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Stamp versions; queue the start of agent and tool spans (and GenAI roots) for bookkeeping."""
+        """Stamp versions; queue the start of agent and tool spans for bookkeeping; remember local roots."""
         try:
             if self._stamps:
                 span.set_attributes(self._stamps)
             parent = span.parent
-            if parent is None or parent.is_remote:
-                # Any local root may have to carry a span event (when no agent span is open). A weak
-                # reference, so an ended root frees itself and non-GenAI traces need no work at their end;
-                # the table itself stays bounded by trimming the oldest entries.
-                _remember(self._roots, span.get_span_context().trace_id, weakref.ref(span), self._max_open)
+            is_root = parent is None or parent.is_remote
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
             # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
             # keys under a lock, and each Mapping.get miss raises and catches KeyError.
@@ -239,34 +270,37 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs:
                 attrs = _plain(attrs)
                 if not MARKER_KEYS.isdisjoint(attrs):
-                    # The worker works out the role; the trace is marked as GenAI when the span ends.
-                    self._submit((_STARTED, span, None, attrs, False))
+                    # The worker works out the role and records the span (a root: as the trace's root).
+                    self._submit((_STARTED, span, None, attrs, is_root))
+                    return
+            if is_root:
+                # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
+                # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
+                self._roots.add(span.get_span_context().trace_id, span)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue (or, inline, judge) GenAI spans and the roots of their traces; other spans cost a set check."""
+        """Queue (or, inline, judge) GenAI spans and the roots of their traces; other spans cost a lookup."""
         if self._is_shutdown:
             return
         try:
             # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
             if not MARKER_KEYS.isdisjoint(span.attributes or ()):
-                trace_id = span.context.trace_id
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
-                if is_root:
-                    self._genai.pop(trace_id, None)
-                    self._roots.pop(trace_id, None)
-                else:
-                    _remember(self._genai, trace_id, True, self._max_open)
-                self._submit((_ENDED, span, True, None, is_root))
-            elif self._genai and span.context.trace_id in self._genai:
-                parent = span.parent
-                if parent is None or parent.is_remote:
-                    # The root of a trace that had GenAI spans: release the trace's state.
+                if not is_root:
                     trace_id = span.context.trace_id
-                    self._roots.pop(trace_id, None)
-                    self._genai.pop(trace_id, None)
+                    if trace_id in self._roots.refs and self._store.get(trace_id) is None:
+                        # Under a root that is not a GenAI span: mark the trace now, on this thread, so the root's
+                        # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
+                        # end is always queued.)
+                        self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
+                self._submit((_ENDED, span, True, None, is_root))
+            else:
+                parent = span.parent
+                if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
+                    # The root of a trace that had GenAI spans: release the trace's record.
                     self._submit((_ENDED, span, False, None, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
@@ -276,7 +310,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         kind, span, a, b, is_root = item
         try:
             if kind is _STARTED:
-                self._started(span, a, b, is_root)
+                self._started(span, b, is_root)
                 return
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
@@ -293,21 +327,31 @@ class LoopGuardSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end" if kind is _ENDED else "on_start", exc)
 
-    def _started(self, span: Span, role: str | None, attrs: Any, is_root: bool) -> None:
+    def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
         role = span_role(attrs)
-        if role is None:
-            return
         ctx = span.get_span_context()
-        with self._open.lock:
-            entry = self._open.get(ctx.trace_id, create=True)
-            assert entry is not None  # create=True always returns an entry
+        if role is None:
+            if is_root:
+                self._roots.add(ctx.trace_id, span)  # not a GenAI span after all: a plain local root
+            return
+        start = span.start_time
+        slot = self._store.slot(ctx.trace_id, start * 1e-9 if start else time.time())
+        assert slot is not None
+        with slot.lock:
+            record = slot.state
+            if is_root:
+                record.root = weakref.ref(span)
             if role == ROLE_AGENT:
-                entry.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
-            elif role == ROLE_TOOL:
-                entry.tools.add(ctx.span_id)
+                if len(record.agents) < MAX_OPEN_AGENTS:
+                    record.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
+            elif role == ROLE_TOOL and len(record.tools) < MAX_OPEN_TOOLS:
+                record.tools.add(ctx.span_id)
 
     def _dropped(self) -> None:
         self._fail.count_only("queue_full")
+
+    def _worker_failed(self, exc: BaseException) -> None:
+        self._fail("worker", exc)
 
     def shutdown(self) -> None:
         """Release every trace (recording its final metrics); later spans are ignored. Safe to call twice."""
@@ -317,9 +361,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._deferred.shutdown()
         self._is_shutdown = True
         for key in self._store.tracked_keys():
-            state = self._store.pop(key)
-            if state is not None:
-                self._finished(state, None)
+            record = self._store.pop(key)
+            if record is not None and record.judge is not None:
+                self._finished(record.judge, None)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Judge every queued span, then flush the logger provider, so pending verdict events leave now."""
@@ -337,27 +381,35 @@ class LoopGuardSpanProcessor(SpanProcessor):
     # -- harness API ---------------------------------------------------------
 
     def verdict(self, trace_id: int) -> Verdict | None:
-        """The current verdict of a trace, or None when it is not tracked (no tool call yet, or finished)."""
+        """The current verdict of a trace, or None when it is not tracked.
+
+        A trace is tracked from its first tool or model span; after its local root ended, its last verdict is
+        still answered (the most recent ``max_traces`` finished traces, within ``trace_ttl_seconds``).
+        """
         self._drain()
-        state = self._store.get(self._aliases.get(trace_id, trace_id))
-        return state.verdict if state is not None else None
+        judge = self._judge_of(trace_id)
+        if judge is not None:
+            return judge.verdict
+        finished = self._finished_traces.get(trace_id)
+        return finished.verdict if finished is not None else None
 
     def check(self, trace_id: int | None = None) -> Intervention:
         """What the harness should do now for a trace (the current span's trace when None).
 
         Returns:
-            ``stop`` once the trace was stopped (it stays stopped), ``nudge`` right after the call that
-            triggered one, else an intervention whose action is ``none``.
+            ``stop`` once the trace was stopped (it stays stopped, also after its root ended), ``nudge`` right
+            after the call that triggered one, else an intervention whose action is ``none``.
         """
         if trace_id is None:
             trace_id = trace.get_current_span().get_span_context().trace_id
         self._drain()
-        state = self._store.get(self._aliases.get(trace_id, trace_id))
-        if state is None:
-            return NO_INTERVENTION
-        if state.stop is not None:
-            return state.stop
-        return state.last_intervention or NO_INTERVENTION
+        judge = self._judge_of(trace_id)
+        if judge is None:
+            finished = self._finished_traces.get(trace_id)
+            return finished.stop if finished is not None and finished.stop is not None else NO_INTERVENTION
+        if judge.stop is not None:
+            return judge.stop
+        return judge.last_intervention or NO_INTERVENTION
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(event)`` on every transition and intervention.
@@ -366,7 +418,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         :meth:`check`, :meth:`verdict` or :meth:`force_flush` when that drained the queue; inline, on the
         thread that ended the span.
 
-        A listener that raises is counted as a processor error; it never reaches the application.
+        A listener that raises (even ``SystemExit``) is counted as a processor error; it never reaches the
+        application and never stops the background thread.
         """
         self._listeners.append(listener)
 
@@ -378,9 +431,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     @property
     def tracked_traces(self) -> int:
-        """Traces with state now (after judging every queued span)."""
+        """Traces (and conversations) judged now, not yet released (after judging every queued span)."""
         self._drain()
-        return len(self._store)
+        return sum(1 for _, record in self._store.items() if record.judge is not None)
 
     # -- internals -----------------------------------------------------------
 
@@ -391,150 +444,206 @@ class LoopGuardSpanProcessor(SpanProcessor):
             except Exception as exc:  # noqa: BLE001
                 self._fail("drain", exc)
 
-    def _new_state(self) -> TraceState:
-        self._emitter.trace_started()
-        return self._engine.new_state()
+    def _judge_of(self, trace_id: int) -> TraceJudge | None:
+        record = self._store.get(trace_id)
+        if record is None:
+            return None
+        if record.key is not None:
+            conversation = self._store.get(record.key)
+            return conversation.judge if conversation is not None else None
+        return record.judge
 
-    def _state_key(self, trace_id: int, attrs: Any) -> Hashable:
+    def _judge_slot(self, slot: Any, record_key: Hashable | None, attrs: Any, now: float) -> Any:
+        """The store slot holding the judge for a span whose trace's slot is ``slot``: the trace's own, or with
+        ``per_conversation`` its conversation's (then the trace's record points to it)."""
         if not self.config.per_conversation:
-            return trace_id
+            return slot
         conversation = conversation_id(attrs)
-        if conversation is None:
-            return trace_id
-        key = ("conversation", conversation)
-        aliases = self._aliases
-        if trace_id not in aliases:
-            aliases[trace_id] = key
-            if len(aliases) > self.config.max_traces:
-                aliases.popitem(last=False)
-        return key
+        key = ("conversation", conversation) if conversation is not None else record_key
+        if key is None:
+            return slot
+        judge_slot = self._store.slot(key, now)
+        assert judge_slot is not None
+        if record_key != key:
+            with slot.lock:
+                slot.state.key = key
+        return judge_slot
+
+    def _target(self, trace_id: int, record: _Trace) -> Span | None:
+        """Where a span event goes (caller holds the record's lock); the record learns its root on first use."""
+        if record.root is None:
+            root = self._roots.get(trace_id)
+            if root is not None:
+                record.root = weakref.ref(root)
+        return record.target()
+
+    def _new_judge(self) -> TraceJudge:
+        self._emitter.trace_started()
+        # Live: judged as spans end (never re-judged), so no steps are kept; no report, so no step audit.
+        return TraceJudge(self._engine, keep_steps=False, step_audit=False)
 
     def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
         trace_id = ctx.trace_id
         parent = span.parent
-        # Without an open agent span, a verdict's span event goes on the trace's local root.
-        root_ref = self._roots.get(trace_id)
-        fallback = root_ref() if root_ref is not None else None
-        with self._open.lock:
-            entry = self._open.get(trace_id, create=False)
-            if entry is not None:
-                entry.tools.discard(ctx.span_id)
-                if is_mcp_client(attrs) and parent is not None and parent.span_id in entry.tools:
-                    return  # the enclosing execute_tool span is the same call; count it once
-                agent = entry.agents[-1] if entry.agents else None
-                if agent is not None:
-                    agent.tool_calls += 1
-                target = agent.span if agent is not None else fallback
-            else:
-                agent, target = None, fallback
+        end = span.end_time
+        now = end * 1e-9 if end else time.time()
+        slot = self._store.slot(trace_id, now)
+        assert slot is not None
+        with slot.lock:
+            record = slot.state
+            record.tools.discard(ctx.span_id)
+            parent_open = parent is not None and parent.span_id in record.tools
+            agent = record.agents[-1] if record.agents else None
+            target = self._target(trace_id, record)
+            key = record.key
         status = span.status
         status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
             attrs,
             span_name=span.name,
             start_ns=span.start_time,
-            end_ns=span.end_time,
+            end_ns=end,
             status_error=status_error,
             status_message=status.description,
             # Events matter only for the error class of a failed call; ``span.events`` copies them.
             events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
         )
-        now = call.end if call.end is not None else time.time()
-        key = self._state_key(trace_id, attrs)
-        slot = self._store.slot(key, now)
-        assert slot is not None
-        with slot.lock:
-            state = slot.state
-            observation = self._engine.observe(state, call, now)
-            steps = state.steps
-        self._emitter.tool_call(call.tool)
-        if observation.transition is not None or observation.intervention is not None:
-            agent_label = (agent.name if agent is not None else None) or agent_name(attrs)
-            self._publish(trace_id, ctx, observation, call.tool, agent_label, conversation_id(attrs), steps,
-                          span.end_time, target)
+        # The agent and conversation are read only when an event is told (_publish), not for every call.
+        step = Step(
+            span_id=ctx.span_id,
+            parent_span_id=parent.span_id if parent is not None else None,
+            start_ns=span.start_time or 0,
+            end_ns=end or 0,
+            call=call,
+            origin=ORIGIN_MCP_CLIENT if is_mcp_client(attrs) else "",
+        )
+        judge_slot = self._judge_slot(slot, key, attrs, now)
+        judged: list[Step] = []
+        with judge_slot.lock:
+            judge_record = judge_slot.state
+            judge = judge_record.judge
+            if judge is None:
+                judge = judge_record.judge = self._new_judge()
+            told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        for done in judged:
+            if done.call is not None:
+                self._emitter.tool_call(done.call.tool)
+                if agent is not None:
+                    agent.tool_calls += 1
+        if told:
+            label = (agent.name if agent is not None else None) or agent_name(attrs)
+            for item in told:
+                self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         usage = llm_usage(attrs)
         if usage is None:
             return
-        trace_id = span.context.trace_id
-        now = span.end_time * 1e-9 if span.end_time else time.time()
-        slot = self._store.slot(self._state_key(trace_id, attrs), now)
+        ctx = span.context
+        trace_id = ctx.trace_id
+        end = span.end_time
+        now = end * 1e-9 if end else time.time()
+        slot = self._store.slot(trace_id, now)
         assert slot is not None
         with slot.lock:
-            observation = self._engine.add_usage(slot.state, usage[0], usage[1])
-            steps = slot.state.steps
-        if observation is not None:
-            with self._open.lock:
-                entry = self._open.get(trace_id, create=False)
-                target = None
-                if entry is not None:
-                    root_ref = self._roots.get(trace_id)
-                    target = entry.agents[-1].span if entry.agents else (root_ref() if root_ref else None)
-            self._publish(trace_id, span.context, observation, None, agent_name(attrs), conversation_id(attrs),
-                          steps, span.end_time, target)
+            record = slot.state
+            target = self._target(trace_id, record)
+            key = record.key
+        parent = span.parent
+        step = Step(
+            span_id=ctx.span_id,
+            parent_span_id=parent.span_id if parent is not None else None,
+            start_ns=span.start_time or 0,
+            end_ns=end or 0,
+            model=usage[0],
+            usage=usage[1],
+        )
+        judge_slot = self._judge_slot(slot, key, attrs, now)
+        with judge_slot.lock:
+            judge_record = judge_slot.state
+            judge = judge_record.judge
+            if judge is None:
+                judge = judge_record.judge = self._new_judge()
+            told = judge.judge(step)
+        for item in told:
+            self._publish(trace_id, item, target, ctx, agent_name(attrs), conversation_id(attrs))
 
     def _agent_ended(self, span: ReadableSpan) -> None:
         span_id = span.context.span_id
-        with self._open.lock:
-            entry = self._open.get(span.context.trace_id, create=False)
-            if entry is None:
-                return
-            for i in range(len(entry.agents) - 1, -1, -1):
-                if entry.agents[i].span_id == span_id:
-                    agent = entry.agents.pop(i)
+        end = span.end_time
+        slot = self._store.slot(span.context.trace_id, end * 1e-9 if end else time.time(), create=False)
+        if slot is None:
+            return
+        with slot.lock:
+            agents = slot.state.agents
+            for i in range(len(agents) - 1, -1, -1):
+                if agents[i].span_id == span_id:
+                    agent = agents.pop(i)
                     break
             else:
                 return
         self._emitter.agent_finished(agent.name, agent.tool_calls)
 
     def _root_ended(self, trace_id: int) -> None:
-        with self._open.lock:
-            self._open.pop(trace_id)
-        key = self._aliases.pop(trace_id, trace_id)
-        if isinstance(key, tuple):
+        self._roots.pop(trace_id, None)
+        record = self._store.pop(trace_id)
+        if record is None or record.key is not None:
             return  # conversation state outlives one trace; its TTL releases it
-        state = self._store.pop(key)
-        if state is not None:
-            self._finished(state, None)
+        judge = record.judge
+        if judge is None:
+            return
+        # Inner spans held for a parent that never ended are judged now.
+        for item in judge.finish(None):
+            self._publish(trace_id, item, self._target(trace_id, record), None, None, None)
+        self._finished(judge, None)
+        slot = self._finished_traces.slot(trace_id, time.time())
+        if slot is not None:
+            slot.state.verdict = judge.verdict
+            slot.state.stop = judge.stop
 
-    def _finished(self, state: TraceState, evicted: str | None) -> None:
-        cost = state.cost
-        seen_usage = cost.usd > 0 or cost.unpriced_tokens > 0
-        self._emitter.trace_finished(state.verdict.kind, state.steps, cost.usd if seen_usage else None, evicted)
+    def _finished(self, judge: TraceJudge, evicted: str | None) -> None:
+        cost = judge.cost
+        # The cost is known only when every model call was priced: unpriced usage is never recorded as $0.
+        known = judge.seen_usage and not cost.unpriced_tokens
+        self._emitter.trace_finished(judge.verdict.kind, judge.steps, cost.usd if known else None, evicted)
 
-    def _evicted(self, key: Hashable, state: TraceState, reason: str) -> None:
+    def _evicted(self, key: Hashable, record: _Trace, reason: str) -> None:
         try:
-            self._finished(state, reason)
             if isinstance(key, int):
-                # The trace's bookkeeping goes with its state, so those tables share the store's idle TTL.
                 self._roots.pop(key, None)
-                self._genai.pop(key, None)
-                with self._open.lock:
-                    self._open.pop(key)
+            if record.judge is not None:
+                self._finished(record.judge, reason)
         except Exception as exc:  # noqa: BLE001
             self._fail("evict", exc)
 
-    def _publish(self, trace_id: int, span_context: Any, observation: Observation, tool: str | None,
-                 agent: str | None, conversation: str | None, steps: int, timestamp_ns: int | None,
-                 target: Span | None) -> None:
+    def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
+                 agent: str | None, conversation: str | None) -> None:
+        observation = judged.observation
+        step = judged.step
+        call = step.call if step is not None else None
+        end = step.end_ns if step is not None else None
+        if step is not None and (context is None or context.span_id != step.span_id):
+            # Decided by another span than the one that just ended (an inner span joined into it).
+            context = SpanContext(trace_id, step.span_id, False, TraceFlags(TraceFlags.SAMPLED))
         event = VerdictEvent(
             trace_id=trace_id,
-            span_context=span_context,
+            span_context=context,
             verdict=observation.verdict,
             transition=observation.transition,
             intervention=observation.intervention,
-            tool=tool,
+            tool=call.tool if call is not None else None,
             agent=agent,
             conversation=conversation,
             signature_digest=observation.signature_digest,
-            steps=steps,
-            timestamp_ns=timestamp_ns,
+            steps=judged.steps,
+            timestamp_ns=end or None,
         )
         self._emitter.emit(event, target)
         for listener in self._listeners:
             try:
                 listener(event)
-            except Exception as exc:  # noqa: BLE001 - a user's listener must not break the host either
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                    raise  # Ctrl-C belongs to the application
                 self._fail("listener", exc)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -74,9 +74,29 @@ def service_resource(default_name: str) -> Resource:
     return resource
 
 
+# Attribute limits of the log records the commands emit, unless the OTEL_* limit variables say otherwise. The emitter
+# already bounds every string it sets (sdk/emit.py); these stop anything else (a future attribute, a resource
+# attribute from OTEL_RESOURCE_ATTRIBUTES) from making one record big.
+LOG_ATTRIBUTE_LENGTH = 4096
+LOG_ATTRIBUTES = 64
+
+
+def log_record_limits(environ: Mapping[str, str]) -> LogRecordLimits:
+    """Log-record attribute limits: the ``OTEL_*`` limit variables when set, else 64 attributes of 4096 characters."""
+    length_set = any(environ.get(name) for name in ("OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+                                                    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+    count_set = any(environ.get(name) for name in ("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT",
+                                                   "OTEL_ATTRIBUTE_COUNT_LIMIT"))
+    return LogRecordLimits(
+        max_attributes=None if count_set else LOG_ATTRIBUTES,
+        max_attribute_length=None if length_set else LOG_ATTRIBUTE_LENGTH,
+    )
+
+
 def build_providers(environ: Mapping[str, str], resource: Resource) -> tuple[LoggerProvider, MeterProvider]:
-    """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say."""
-    logger_provider = LoggerProvider(resource=resource)
+    """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say, with
+    :func:`log_record_limits`."""
+    logger_provider = LoggerProvider(resource=resource, log_record_limits=log_record_limits(environ))
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("logs", environ)))
     reader = PeriodicExportingMetricReader(otlp_exporter("metrics", environ))
     return logger_provider, MeterProvider(resource=resource, metric_readers=[reader])

@@ -24,13 +24,20 @@ class DeferredWork:
         on_drop: called (on the submitting thread) for each dropped item.
         interval: the worker wakes at least this often (seconds); a submit wakes it early only when
             items pile up, so no item waits much longer than this.
+        on_error: called with anything ``process`` raises on the worker thread (even a ``BaseException`` such
+            as ``SystemExit``); the worker goes on with the next item.
+
+    A worker thread that died anyway is started again by the next :meth:`submit` that wakes it or the next
+    :meth:`drain`.
     """
 
     def __init__(self, process: Callable[[Any], None], max_items: int, on_drop: Callable[[], None],
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.05, on_error: Callable[[BaseException], None] | None = None) -> None:
         self._process = process
         self._max = max_items
         self._on_drop = on_drop
+        self._on_error = on_error
+        self.restarts = 0
         self._interval = interval
         self._wake_at = min(256, max_items)
         self._queue: deque[Any] = deque()
@@ -68,10 +75,12 @@ class DeferredWork:
         # Waking the worker costs a lock round trip, so submitters only do it when work piles up;
         # otherwise the worker's own timer picks items up (queries drain by themselves anyway).
         if len(queue) == self._wake_at:
+            self._ensure_worker()
             self._wake.set()
 
     def drain(self) -> None:
         """Process everything queued so far, on the calling thread, in order."""
+        self._ensure_worker()
         queue = self._queue
         with self._drain_lock:
             while queue:
@@ -80,6 +89,23 @@ class DeferredWork:
                 except IndexError:
                     break
                 self._process(item)
+
+    def _ensure_worker(self) -> None:
+        """Start a new worker thread when the last one died (it never should: see ``_run``)."""
+        if not self._stopped and not self._thread.is_alive():
+            self.restarts += 1
+            self._start_worker()
+
+    def _work(self) -> None:
+        """One wake-up of the worker: drain, with whatever escapes ``process`` reported and survived."""
+        try:
+            self.drain()
+        except BaseException as exc:  # noqa: BLE001 - the worker must outlive anything an item raises
+            if self._on_error is not None:
+                try:
+                    self._on_error(exc)
+                except BaseException:  # noqa: BLE001 - reporting must not kill the worker either
+                    pass
 
 
     def shutdown(self, timeout: float = 5.0) -> None:
@@ -102,5 +128,5 @@ def _run(ref: weakref.ref[DeferredWork], wake: threading.Event, interval: float)
         work = ref()
         if work is None or work._stopped:
             return
-        work.drain()
+        work._work()
         del work  # no strong reference while waiting

@@ -31,7 +31,8 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
@@ -40,17 +41,30 @@ from ..conventions.span import SpanRecord
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
+from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
 from .grpc_server import OTLPGrpcServer
-from .http_server import JSON, OTLPHTTPServer
+from .request import JSON
+from .settings import (
+    SETTING_NAMES,
+    BearerToken,
+    ServeSettings,
+    TLSFiles,
+    exposure_warnings,
+    raise_open_file_limit,
+    read_serve_table,
+)
 from .table import FinishedTrace, ServeStats, TraceTable
+
+if TYPE_CHECKING:
+    from .http_server import ConnectionStats, OTLPHTTPServer
 
 _logger = logging.getLogger(__name__)
 
 DEFAULT_GRPC = "127.0.0.1:4317"
 DEFAULT_HTTP = "127.0.0.1:4318"
 DEFAULT_IDLE = 5.0
-DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_MAX_BODY = ServeSettings.max_body
 DEFAULT_SERVICE_NAME = "otel-loopguard"
 
 __all__ = ["ServeStats", "Server", "run_serve"]
@@ -74,8 +88,9 @@ class Server:
         logger_provider: receives ``loopguard.verdict`` events; the global one when None.
         meter_provider: receives the metrics; the global one when None.
         forward: called with each accepted request's raw body and content type (``--forward``).
-        max_body: the largest request accepted, in bytes (decompressed, for gzip).
+        max_body: the largest request accepted, in bytes (decompressed, for gzip); overrides ``settings``.
         clock: monotonic seconds (the idle timer).
+        settings: the receivers' limits, TLS and bearer token (:class:`ServeSettings` defaults when None).
 
     Raises:
         ValueError: an address or ``idle`` is invalid.
@@ -91,13 +106,16 @@ class Server:
         logger_provider: LoggerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         forward: Callable[[bytes, str], None] | None = None,
-        max_body: int = DEFAULT_MAX_BODY,
+        max_body: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        settings: ServeSettings | None = None,
     ) -> None:
         if not idle > 0:
             raise ValueError(f"idle must be a positive number of seconds, got {idle!r}")
-        if max_body <= 0:
+        if max_body is not None and max_body <= 0:
             raise ValueError(f"max_body must be positive, got {max_body!r}")
+        settings = settings if settings is not None else ServeSettings()
+        self.settings = settings if max_body is None else settings.with_values({"max_body": max_body})
         self.config = config if config is not None else LoopGuardConfig.load()
         engine = LoopEngine(self.config)
         self._table = TraceTable(engine, idle)
@@ -108,7 +126,6 @@ class Server:
         if self._grpc_address:
             _split_address(self._grpc_address, "--grpc")
         self._forward = forward
-        self._max_body = max_body
         self._clock = clock
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
@@ -137,12 +154,17 @@ class Server:
             self._started = True
         try:
             if self._http_address is not None:
-                self._http = OTLPHTTPServer(self._http_address, self._receive, self._max_body, self._table.reject)
+                # aiohttp loads only when the HTTP receiver is on (a gRPC-only serve runs without it).
+                from .http_server import OTLPHTTPServer  # noqa: PLC0415
+
+                self._http = OTLPHTTPServer(self._http_address, self._receive, self._table.reject, self.settings)
             if self._grpc_address is not None:
-                self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._max_body, self._table.reject)
-        except Exception:
+                self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._table.reject, self.settings)
+        except BaseException:
             if self._http is not None:
                 self._http.server_close()
+            with self._state_lock:
+                self._started = False
             raise
         if self._http is not None:
             self._http.start()
@@ -195,6 +217,15 @@ class Server:
     def stats(self) -> ServeStats:
         """A snapshot of the counters."""
         return self._table.stats()
+
+    def connection_stats(self) -> ConnectionStats | None:
+        """The HTTP receiver's connection counters, or None when it is disabled."""
+        return self._http.stats() if self._http is not None else None
+
+    @property
+    def grpc_unauthenticated(self) -> int:
+        """gRPC calls refused for a missing or wrong bearer token."""
+        return self._grpc.unauthenticated if self._grpc is not None else 0
 
     def add_listener(self, listener: Callable[[VerdictEvent], None]) -> None:
         """Call ``listener(event)`` on every transition and intervention (on a receiver or the sweeper thread)."""
@@ -321,12 +352,74 @@ class Forwarder:
 # -- the command ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ServeCommand:
+    """What ``otel-loopguard serve`` runs with: command-line flags over the ``[serve]`` table over defaults."""
+
+    grpc: str
+    http: str
+    idle: float
+    forward: bool
+    settings: ServeSettings
+
+
+def command_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeCommand:
+    """Resolve the command's options: a flag, else the ``[serve]`` table of ``--config``/``LOOPGUARD_CONFIG``, else
+    the default.
+
+    Raises:
+        ConfigError: a bad value, a file that cannot be read, ``--tls-cert`` without ``--tls-key``, ...
+    """
+    path = getattr(args, "config", None) or environ.get("LOOPGUARD_CONFIG") or None
+    table = read_serve_table(path) if path else {}
+
+    def pick(name: str) -> Any:
+        value = getattr(args, name, None)
+        return table.get(name) if value is None else value
+
+    cert, key, client_ca = pick("tls_cert"), pick("tls_key"), pick("tls_client_ca")
+    if bool(cert) != bool(key):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if client_ca and not cert:
+        raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)")
+    token_file = pick("bearer_token_file")
+    settings = ServeSettings(
+        tls=TLSFiles(cert, key, client_ca or None) if cert else None,
+        bearer_token=BearerToken.from_file(token_file) if token_file else None,
+    ).with_values({name: pick(name) for name in SETTING_NAMES})
+    grpc, http, idle = pick("grpc"), pick("http"), pick("idle")
+    return ServeCommand(
+        grpc=DEFAULT_GRPC if grpc is None else grpc,
+        http=DEFAULT_HTTP if http is None else http,
+        idle=DEFAULT_IDLE if idle is None else float(idle),
+        forward=bool(pick("forward")),
+        settings=settings,
+    )
+
+
 def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
-    """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0."""
+    """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0.
+
+    Raises:
+        ConfigError: an option is invalid (the command prints it as one line).
+    """
     environ = os.environ if environ is None else environ
-    if not args.grpc and not args.http:
+    command = command_settings(args, environ)
+    if not command.grpc and not command.http:
         print("otel-loopguard: error: both receivers are disabled (--grpc '' --http '')", file=sys.stderr)
         return 2
+    try:
+        hosts = {name: _split_address(address, flag)[0] for name, address, flag in (
+            ("OTLP/gRPC", command.grpc, "--grpc"), ("OTLP/HTTP", command.http, "--http")) if address}
+    except ValueError as exc:
+        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        return 2
+    settings = command.settings
+    for warning in exposure_warnings(hosts, tls=settings.tls is not None, token=settings.bearer_token is not None,
+                                     mtls=settings.tls is not None and settings.tls.client_ca is not None):
+        print(f"otel-loopguard serve: WARNING: {warning}", file=sys.stderr, flush=True)
+    # Connection caps are derived from the open-file limit: raise it first, as a Go server would.
+    raise_open_file_limit()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -336,24 +429,29 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     from ..sdk.providers import build_providers, service_resource  # noqa: PLC0415 - the SDK loads only here
 
     logger_provider, meter_provider = build_providers(environ, service_resource(DEFAULT_SERVICE_NAME))
-    forwarder = Forwarder(environ) if args.forward else None
+    forwarder = Forwarder(environ) if command.forward else None
     try:
-        server = Server(config, grpc_address=args.grpc, http_address=args.http, idle=args.idle,
-                        logger_provider=logger_provider, meter_provider=meter_provider, forward=forwarder)
-    except ValueError as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
-        return 2
-    try:
+        server = Server(config, grpc_address=command.grpc, http_address=command.http, idle=command.idle,
+                        logger_provider=logger_provider, meter_provider=meter_provider, forward=forwarder,
+                        settings=settings)
         server.start()
-    except OSError as exc:
+    except ImportError as exc:
+        print(f"otel-loopguard: error: the OTLP/HTTP receiver needs aiohttp ({exc}); "
+              "install otel-loopguard[serve], or disable it with --http ''", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
         print(f"otel-loopguard: error: {exc}", file=sys.stderr)
         return 2
     parts = []
+    scheme = "tls" if settings.tls is not None else "plain"
     if server.grpc_port is not None:
-        parts.append(f"grpc {args.grpc.rpartition(':')[0]}:{server.grpc_port}")
+        parts.append(f"grpc {command.grpc.rpartition(':')[0]}:{server.grpc_port}")
     if server.http_port is not None:
         parts.append(f"http {server.http_host}:{server.http_port}")
-    print(f"otel-loopguard serve: listening on {', '.join(parts)}", file=sys.stderr, flush=True)
+    auth = ", bearer token required" if settings.bearer_token is not None else ""
+    mtls = ", client certificates required" if settings.tls is not None and settings.tls.client_ca else ""
+    print(f"otel-loopguard serve: listening on {', '.join(parts)} ({scheme}{mtls}{auth}; "
+          f"at most {settings.connections()} connections per receiver)", file=sys.stderr, flush=True)
     try:
         # Event.wait without a timeout cannot be interrupted by a signal on every platform; wake up now and then.
         while not stop.wait(1.0):

@@ -1,27 +1,34 @@
-"""Per-trace incremental evaluation for ``serve``: spans arrive in batches, in any order, from many connections.
+"""The traces of a serve instance: spans arrive in batches, in any order, any number of times, from many connections.
 
-Each trace keeps one engine state. A batch's tool and model spans are sorted by (start, end) and fed to the
-engine right away, so a verdict leaves as soon as the span that causes it arrives (no waiting for the trace to
-end). When a batch holds a span that starts *before* a span already fed (a late batch, a parallel tool call
-exported out of order) or the parent ``execute_tool`` span of an MCP client span that was already counted, the
-trace is re-judged from scratch over every span kept for it, in start order: so the final state, transitions
-and interventions are always those ``audit`` computes for the same spans (``TraceEvaluator`` replays in
-start-time order and observes at the last span's end). Events already sent cannot be recalled, so a re-judge
-emits only observations not sent before; an event a re-judge no longer produces is counted in
-``ServeStats.rejudged_events_retracted`` (seen only when spans arrive out of order across batches).
+Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` (the judge of the processor, ``audit`` and
+``report``) and its own lock; the table's lock covers only the maps and counters, so connections sending
+different traces do not wait for each other's judging.
 
-A trace is *finished* when no span of it arrived for ``idle`` seconds (like the Collector's tail-sampling
-``decision_wait``): it is judged once more at its last span's end (expired leases), its final metrics are
-recorded and a :class:`~otel_loopguard._replay.TraceReport` is published. A finished trace is kept (bounded,
-least recently finished dropped) so spans arriving after the finish *continue* it: they are counted in
-``ServeStats.late_spans`` and judged with the trace's earlier spans, exactly as if they had arrived in time
-(the trace's final metrics are then recorded again when it finishes again).
+**Live judging.** A batch's tool and model steps are judged at once, in start order, so a verdict leaves as soon as
+the span that causes it arrives. While every step arrives after the steps already judged (in start order), the live
+judgement is exact: it is the one ``audit`` gives for the same spans.
 
-Open traces are bounded by ``max_traces``: beyond it the least recently active trace is finished early and
-counted as evicted (``loopguard.traces.evicted`` with reason ``capacity``). The spans kept per trace for
-re-judging are bounded by ``max_spans_per_trace``; past it the trace is judged in arrival order (counted).
+**Re-judging rule.** A step that starts before one already judged (a late batch, a parallel call exported after a
+later one), or an MCP client span whose enclosing tool span arrives after it, is judged at once all the same, in
+arrival order, and the trace becomes *reordered*: its events carry ``loopguard.provisional = true`` from then on.
+When the trace finishes (no span for ``idle`` seconds), a reordered trace is judged once more, exactly, in start
+order, from its kept steps; the events of that judgement not sent before are sent then (not provisional), and
+events sent before that it no longer produces are counted (``rejudged_events_retracted``). An out-of-order span
+therefore costs what an in-order one costs (no re-judge on arrival), plus one re-judge of its trace at the finish.
 
-Everything here is plain data work under one lock; the caller emits the returned events outside it.
+**Idempotency.** A span id already received for a trace counts once (exporter and Collector retries are at least
+once), also after the trace finished, while it is remembered (below): counted in ``duplicate_spans``.
+
+**Finishing.** A trace with no span for ``idle`` seconds is judged once more at its last span's end (expired leases)
+and its :class:`~otel_loopguard.core.judge.TraceReport` is published. Finished traces are remembered (at most
+``max_traces``, least recently finished forgotten), so spans arriving later continue them (``late_spans``) and
+their duplicates are recognised; a late batch of duplicates only does not publish the trace again.
+
+**Memory.** At most ``max_traces`` open traces (beyond it the least recently active is finished early, counted as
+evicted). Each trace keeps compact steps (argument and result text over ``max_argument_bytes`` replaced by a
+digest) up to ``max_trace_bytes``, and all traces together up to ``max_kept_bytes`` (finished traces give theirs up
+first, least recently active first); a trace whose steps are given up can no longer be re-judged: if it is or
+becomes reordered, its report says ``partial`` (``inexact_traces`` counts them).
 """
 
 from __future__ import annotations
@@ -30,46 +37,25 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ..conventions.extract import (
-    MARKER_KEYS,
-    ROLE_LLM,
-    ROLE_TOOL,
-    Extractor,
-    agent_name,
-    conversation_id,
-    is_mcp_client,
-    llm_usage,
-    span_role,
-)
 from ..conventions.span import SpanRecord
-from ..core.cost import Usage
+from ..conventions.traces import StepReader
 from ..core.engine import LoopEngine
-from ..core.judge import Replay, TraceReport
-from ..core.model import Observation, ToolCall
-from ..core.step_audit import audit_trace, step_args
+from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.store import EVICT_CAPACITY
 from ..sdk.emit import VerdictEvent
 
 SERVE_SOURCE = "serve"
 
+#: Compact steps one trace keeps for re-judging, at most (estimated bytes).
+DEFAULT_MAX_TRACE_BYTES = 8 << 20
+#: Compact steps all traces keep together, at most (estimated bytes).
+DEFAULT_MAX_KEPT_BYTES = 256 << 20
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """One tool or model span of a trace, extracted once and kept for re-judging."""
-
-    key: tuple[int, int]
-    span_id: int
-    parent_span_id: int | None
-    call: ToolCall | None
-    mcp_client: bool
-    usage: tuple[str | None, Usage] | None
-    agent: str | None
-    conversation: str | None
-    end_ns: int
+# Trace lifecycle (the table's lock guards it): open; being finished; finished and remembered; forgotten.
+_OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +65,8 @@ class FinishedTrace:
     Attributes:
         report: what ``audit`` would print for the spans received so far.
         evicted: ``capacity`` when it was finished early to bound memory, else None.
-        seen_usage: whether model usage was seen (the cost is recorded only then).
+        seen_usage: whether its cost is known: model usage was seen and every model had a price (the cost is
+            recorded only then; unpriced usage is never recorded as $0).
         tracked: whether it had a tool or model span (only those count in the processor's metrics).
     """
 
@@ -88,55 +75,11 @@ class FinishedTrace:
     seen_usage: bool
     tracked: bool
 
-
-class _Judge(Replay):
-    """The engine state of one trace and what it produced, plus what ``serve`` needs to re-judge it."""
-
-    def __init__(self, engine: LoopEngine) -> None:
-        super().__init__(engine)
-        self.seed_steps: list[dict[str, Any]] = []
-        self.seen_usage = False
-        # Parents of MCP client spans counted as calls: if such a parent arrives later, the count was wrong.
-        self.counted_mcp: set[int] = set()
-
-
-class _Trace:
-    __slots__ = (
-        "emitted",
-        "exact",
-        "judge",
-        "last_key",
-        "last_seen",
-        "max_end_ns",
-        "reopened",
-        "steps",
-        "tool_ids",
-        "trace_id",
-        "tracked",
-    )
-
-    def __init__(self, trace_id: int, engine: LoopEngine) -> None:
-        self.trace_id = trace_id
-        self.steps: list[_Step] = []
-        self.tool_ids: set[int] = set()
-        self.judge = _Judge(engine)
-        self.max_end_ns = 0
-        self.last_seen = 0.0
-        self.emitted: set[tuple[Any, ...]] = set()
-        self.exact = True
-        self.last_key: tuple[int, int] | None = None
-        # Set when late spans reopen a finished trace: its final re-evaluation must not stay in the history.
-        self.reopened = False
-        self.tracked = False
-
-
-def _event_key(obs: Observation) -> tuple[Any, ...]:
-    t, i = obs.transition, obs.intervention
-    return (
-        obs.index,
-        (t.step, t.previous, t.verdict.kind, t.verdict.rule) if t is not None else None,
-        (i.step, i.action, i.rule) if i is not None else None,
-    )
+    @property
+    def cost_usd(self) -> float | None:
+        """The cost to record for the trace, or None when unknown (no usage, or some of it unpriced)."""
+        cost = self.report.cost
+        return cost.usd if self.seen_usage and cost is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +88,18 @@ class ServeStats:
 
     Attributes:
         spans: spans received.
-        tool_calls: tool calls judged (first time each).
+        tool_calls: tool calls judged (each call once).
         open_traces: traces open now.
         finished_traces: traces finished so far (including evicted ones).
         evicted_traces: traces finished early because ``max_traces`` were open.
         late_spans: spans that arrived for an already finished trace.
-        rejudged_traces: times a trace was re-judged from scratch because a span arrived out of order.
-        rejudged_events_retracted: events sent earlier that a later re-judge no longer produced.
-        inexact_traces: traces that outgrew ``max_spans_per_trace`` and are judged in arrival order from then on.
+        rejudged_traces: times a reordered trace was judged again, exactly, when it finished.
+        rejudged_events_retracted: events sent earlier that a later exact judgement no longer produced.
+        inexact_traces: traces whose kept steps were given up to stay within the memory budgets.
         rejected_requests: requests refused as malformed, oversized or of the wrong type.
+        duplicate_spans: tool and model spans received again for a trace that already had them (counted once).
+        reordered_traces: times a trace received a step out of start order (its events became provisional).
+        kept_bytes: estimated bytes of the steps kept for re-judging now.
     """
 
     spans: int
@@ -166,31 +112,64 @@ class ServeStats:
     rejudged_events_retracted: int
     inexact_traces: int
     rejected_requests: int
+    duplicate_spans: int = 0
+    reordered_traces: int = 0
+    kept_bytes: int = 0
+
+
+_COUNTERS = ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_spans", "rejudged_traces",
+             "rejudged_events_retracted", "inexact_traces", "rejected_requests", "duplicate_spans",
+             "reordered_traces")
+
+
+class _Trace:
+    __slots__ = ("changed", "judge", "kept", "last_seen", "last_step", "lock", "max_end_ns", "status", "trace_id",
+                 "tracked")
+
+    def __init__(self, trace_id: int, judge: TraceJudge) -> None:
+        self.trace_id = trace_id
+        self.judge = judge
+        self.lock = threading.Lock()
+        self.status = _OPEN
+        self.max_end_ns = 0
+        self.last_seen = 0.0
+        self.last_step: Step | None = None
+        # Bytes of kept steps as last accounted in the table's total.
+        self.kept = 0
+        self.tracked = False
+        # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
+        self.changed = True
 
 
 class TraceTable:
     """Open and recently finished traces of a serve instance, judged incrementally.
 
     Args:
-        engine: the engine (and configuration) to judge with.
+        engine: the engine (and configuration) to judge with; ``max_traces`` bounds the open and the remembered
+            finished traces.
         idle: seconds without a new span after which a trace is finished.
-        max_spans_per_trace: tool and model spans kept per trace for re-judging out-of-order arrivals.
+        max_spans_per_trace: kept for compatibility; the kept steps are bounded by bytes (``max_trace_bytes``).
+        max_trace_bytes: compact steps one trace keeps for re-judging, at most (estimated bytes).
+        max_kept_bytes: compact steps all traces keep together, at most (estimated bytes).
 
-    Thread-safe: every method takes the table's lock.
+    Thread-safe: each trace has its own lock; the table's lock is held only for map and counter updates.
     """
 
-    def __init__(self, engine: LoopEngine, idle: float, max_spans_per_trace: int = 4096) -> None:
+    def __init__(self, engine: LoopEngine, idle: float, max_spans_per_trace: int | None = None, *,
+                 max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES, max_kept_bytes: int = DEFAULT_MAX_KEPT_BYTES) -> None:
         self.engine = engine
         self.idle = idle
         self._max_open = engine.config.max_traces
-        self._max_spans = max_spans_per_trace
-        self._extractor = Extractor()
+        self._max_trace_bytes = max_trace_bytes
+        self._max_kept = max_kept_bytes
+        self._reader = StepReader(engine.config.max_argument_bytes)
         self._open: OrderedDict[int, _Trace] = OrderedDict()
         self._done: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(
-            ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_spans", "rejudged_traces",
-             "rejudged_events_retracted", "inexact_traces", "rejected_requests"), 0)
+        self._kept = 0
+        # Traces that keep steps, the first to give them up first (finished ones, then least recently active).
+        self._keeping: OrderedDict[int, _Trace] = OrderedDict()
+        self._counts = dict.fromkeys(_COUNTERS, 0)
 
     # -- public ---------------------------------------------------------------
 
@@ -203,67 +182,56 @@ class TraceTable:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
             current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
-        by_trace: dict[int, list[SpanRecord]] = {}
+        # Reading the spans needs no lock.
+        read = self._reader.step
+        by_trace: dict[int, tuple[list[Step], list[int]]] = {}
         count = 0
         for span in spans:
             count += 1
-            by_trace.setdefault(span.trace_id, []).append(span)
+            entry = by_trace.get(span.trace_id)
+            if entry is None:
+                entry = by_trace[span.trace_id] = ([], [0, 0])
+            figures = entry[1]
+            figures[0] += 1
+            if span.end_ns > figures[1]:
+                figures[1] = span.end_ns
+            step = read(span)
+            if step is not None:
+                entry[0].append(step)
         events: list[VerdictEvent] = []
         tools: list[str] = []
-        finished: list[FinishedTrace] = []
+        evicted: list[_Trace] = []
         started: list[str] = []
-        with self._lock:
-            self._counts["spans"] += count
-            for trace_id, batch in by_trace.items():
-                trace = self._open.get(trace_id)
-                reopened = False
-                if trace is None:
-                    trace = self._done.pop(trace_id, None)
-                    if trace is not None:
-                        self._counts["late_spans"] += len(batch)
-                        trace.reopened = reopened = True
-                    else:
-                        trace = _Trace(trace_id, self.engine)
-                    self._open[trace_id] = trace
-                    if len(self._open) > self._max_open:
-                        _, oldest = self._open.popitem(last=False)
-                        self._counts["evicted_traces"] += 1
-                        finished.append(self._finish(oldest, EVICT_CAPACITY, events))
-                else:
-                    self._open.move_to_end(trace_id)
-                trace.last_seen = now
-                if reopened and trace.tracked:
-                    started.append(trace.judge.state.verdict.kind)
-                self._take(trace, batch, events, tools)
-                if not trace.tracked and trace.last_key is not None:
-                    trace.tracked = True
-                    started.append(trace.judge.state.verdict.kind)
+        counts = dict.fromkeys(_COUNTERS, 0)
+        counts["spans"] = count
+        for trace_id, (steps, (span_count, max_end_ns)) in by_trace.items():
+            self._take(trace_id, steps, span_count, max_end_ns, now, events, tools, started, evicted, counts)
+        finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
+        self._count(counts)
+        self._trim_kept()
         return events, tools, finished, started
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
-        events: list[VerdictEvent] = []
-        finished: list[FinishedTrace] = []
         horizon = now - self.idle
+        due: list[_Trace] = []
         with self._lock:
             # Ordered by last activity, so the idle ones are at the front.
             while self._open:
                 trace = next(iter(self._open.values()))
                 if trace.last_seen > horizon:
                     break
-                del self._open[trace.trace_id]
-                finished.append(self._finish(trace, None, events))
-        return events, finished
+                self._close(trace)
+                due.append(trace)
+        return self._finish_all(due)
 
     def finish_all(self) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every open trace now (drain on shutdown)."""
-        events: list[VerdictEvent] = []
-        finished: list[FinishedTrace] = []
         with self._lock:
-            while self._open:
-                _, trace = self._open.popitem(last=False)
-                finished.append(self._finish(trace, None, events))
-        return events, finished
+            due = list(self._open.values())
+            for trace in due:
+                self._close(trace)
+        return self._finish_all(due)
 
     def reject(self) -> None:
         """Count one refused request."""
@@ -273,100 +241,157 @@ class TraceTable:
     def stats(self) -> ServeStats:
         """A snapshot of the counters."""
         with self._lock:
-            return ServeStats(open_traces=len(self._open), **self._counts)
+            return ServeStats(open_traces=len(self._open), kept_bytes=self._kept, **self._counts)
 
-    # -- internals (caller holds the lock) -------------------------------------
+    # -- internals -------------------------------------------------------------
 
-    def _take(self, trace: _Trace, batch: list[SpanRecord], events: list[VerdictEvent], tools: list[str]) -> None:
-        new_steps: list[_Step] = []
-        for span in batch:
-            if span.end_ns > trace.max_end_ns:
-                trace.max_end_ns = span.end_ns
-            attrs = span.attributes
-            if not attrs or MARKER_KEYS.isdisjoint(attrs):
-                continue
-            role = span_role(attrs)
-            if role == ROLE_TOOL:
-                trace.tool_ids.add(span.span_id)
-                call = self._extractor.tool_call(
-                    attrs, span_name=span.name, start_ns=span.start_ns, end_ns=span.end_ns,
-                    status_error=span.status_error, status_message=span.status_message,
-                    events=((name, ev_attrs) for name, _, ev_attrs in span.events),
-                )
-                new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, call,
-                                       is_mcp_client(attrs), None, agent_name(attrs), conversation_id(attrs),
-                                       span.end_ns))
-            elif role == ROLE_LLM:
-                usage = llm_usage(attrs)
-                if usage is not None:
-                    new_steps.append(_Step((span.start_ns, span.end_ns), span.span_id, span.parent_span_id, None,
-                                           False, usage, agent_name(attrs), conversation_id(attrs), span.end_ns))
-        if not new_steps:
+    def _take(self, trace_id: int, steps: list[Step], span_count: int, max_end_ns: int, now: float,
+              events: list[VerdictEvent], tools: list[str], started: list[str], evicted: list[_Trace],
+              counts: dict[str, int]) -> None:
+        while True:
+            with self._lock:
+                trace = self._open.get(trace_id) or self._done.get(trace_id)
+                if trace is None:
+                    trace = _Trace(trace_id, TraceJudge(self.engine, track_events=True))
+                    self._open[trace_id] = trace
+                    self._evict_beyond_capacity(evicted)
+            with trace.lock:
+                with self._lock:
+                    if trace.status is _GONE:
+                        continue  # forgotten meanwhile: look again (a new trace)
+                    reopened = trace.status is _DONE
+                    if trace.status is not _OPEN:
+                        # Finished (or being finished) while this batch was on its way: it goes on.
+                        self._done.pop(trace_id, None)
+                        trace.status = _OPEN
+                        self._open[trace_id] = trace
+                        self._evict_beyond_capacity(evicted)
+                    else:
+                        self._open.move_to_end(trace_id)
+                    trace.last_seen = now
+                    if trace_id in self._keeping:
+                        self._keeping.move_to_end(trace_id)
+                if reopened:
+                    counts["late_spans"] += span_count
+                delta = self._judge(trace, steps, max_end_ns, reopened, events, tools, started, counts)
+                if delta:
+                    with self._lock:
+                        self._account(trace, delta)
             return
-        reopened, trace.reopened = trace.reopened, False
-        new_steps.sort(key=lambda s: s.key)
+
+    def _judge(self, trace: _Trace, steps: list[Step], max_end_ns: int, reopened: bool, events: list[VerdictEvent],
+               tools: list[str], started: list[str], counts: dict[str, int]) -> int:
+        """Judge a batch of one trace (caller holds its lock); returns the change of its kept bytes."""
         judge = trace.judge
-        in_order = not reopened and (trace.last_key is None or new_steps[0].key >= trace.last_key)
-        if in_order:
-            in_order = not any(s.span_id in judge.counted_mcp for s in new_steps)
-        for step in new_steps:
+        news = False
+        if max_end_ns > trace.max_end_ns:
+            trace.max_end_ns = max_end_ns
+            news = True
+        added = 0
+        for step in steps:
+            if judge.add(step):
+                added += 1
+            else:
+                counts["duplicate_spans"] += 1
+        if added or news:
+            trace.changed = True
+            if reopened and trace.tracked:
+                started.append(judge.verdict.kind)
+        if not added:
+            return 0
+        was_reordered = judge.reordered
+        judged: list[Step] = []
+        told = judge.advance(judged=judged)
+        if judge.reordered and not was_reordered:
+            counts["reordered_traces"] += 1
+        for step in judged:
             if step.call is not None:
+                counts["tool_calls"] += 1
                 tools.append(step.call.tool)
-        self._counts["tool_calls"] += sum(1 for s in new_steps if s.call is not None)
-        if in_order or not trace.exact:
-            trace.last_key = max(trace.last_key or new_steps[-1].key, new_steps[-1].key)
-            self._keep(trace, new_steps)
-            for step in new_steps:
-                self._feed(trace, judge, step, events)
-            return
-        # Out of order: re-judge the whole trace in start order, sending only what was not sent before.
-        self._counts["rejudged_traces"] += 1
-        trace.steps.extend(new_steps)
-        trace.steps.sort(key=lambda s: s.key)
-        trace.last_key = trace.steps[-1].key
-        fresh = _Judge(self.engine)
-        trace.judge = fresh
-        before = trace.emitted
-        trace.emitted = set()
-        for step in trace.steps:
-            self._feed(trace, fresh, step, events, already=before)
-        self._counts["rejudged_events_retracted"] += len(before - trace.emitted)
+                trace.last_step = step
+        for item in told:
+            events.append(self._event(trace, item))
+        if not trace.tracked and judged:
+            trace.tracked = True
+            started.append(judge.verdict.kind)
+        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
+            judge.drop_steps()
+            counts["inexact_traces"] += 1
+        delta = judge.kept_bytes - trace.kept
+        trace.kept = judge.kept_bytes
+        return delta
 
-    def _keep(self, trace: _Trace, steps: list[_Step]) -> None:
-        if not trace.exact:
-            return
-        trace.steps.extend(steps)
-        if len(trace.steps) > self._max_spans:
-            trace.exact = False
-            trace.steps = []
-            self._counts["inexact_traces"] += 1
-
-    def _feed(self, trace: _Trace, judge: _Judge, step: _Step, events: list[VerdictEvent],
-              already: set[tuple[Any, ...]] | None = None) -> None:
-        if step.call is not None:
-            call = step.call
-            if step.mcp_client and step.parent_span_id in trace.tool_ids:
-                return  # the enclosing execute_tool span is the same call
-            if step.mcp_client and step.parent_span_id is not None:
-                judge.counted_mcp.add(step.parent_span_id)
-            observation = judge.record(self.engine.observe(judge.state, call, None))
-            judge.seed_steps.append({"tool": call.tool, "args": step_args(call)})
-            tool: str | None = call.tool
+    def _account(self, trace: _Trace, delta: int) -> None:
+        # Caller holds the table's lock.
+        self._kept += delta
+        if trace.kept:
+            self._keeping[trace.trace_id] = trace
+            self._keeping.move_to_end(trace.trace_id)
         else:
-            assert step.usage is not None
-            judge.seen_usage = True
-            observation = judge.record(self.engine.add_usage(judge.state, *step.usage))
-            tool = None
-        if observation is None or (observation.transition is None and observation.intervention is None):
-            return
-        key = _event_key(observation)
-        trace.emitted.add(key)
-        if already is not None and key in already:
-            return
-        events.append(self._event(trace, judge, observation, step, tool))
+            self._keeping.pop(trace.trace_id, None)
 
-    def _event(self, trace: _Trace, judge: _Judge, observation: Observation, step: _Step | None,
-               tool: str | None) -> VerdictEvent:
+    def _evict_beyond_capacity(self, evicted: list[_Trace]) -> None:
+        # Caller holds the table's lock.
+        while len(self._open) > self._max_open:
+            _, oldest = self._open.popitem(last=False)
+            oldest.status = _FINISHING
+            self._counts["evicted_traces"] += 1
+            evicted.append(oldest)
+
+    def _close(self, trace: _Trace) -> None:
+        # Caller holds the table's lock: from open to being finished.
+        del self._open[trace.trace_id]
+        trace.status = _FINISHING
+
+    def _finish_all(self, due: list[_Trace]) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
+        events: list[VerdictEvent] = []
+        finished = [done for trace in due if (done := self._finish(trace, None, events)) is not None]
+        self._trim_kept()
+        return events, finished
+
+    def _finish(self, trace: _Trace, evicted: str | None, events: list[VerdictEvent]) -> FinishedTrace | None:
+        with trace.lock:
+            with self._lock:
+                if trace.status is not _FINISHING:
+                    return None  # a batch reopened it meanwhile: it goes on
+                trace.status = _DONE
+                self._done[trace.trace_id] = trace
+                while len(self._done) > self._max_open:
+                    _, forgotten = self._done.popitem(last=False)
+                    forgotten.status = _GONE
+                    self._kept -= forgotten.kept
+                    forgotten.kept = 0
+                    self._keeping.pop(forgotten.trace_id, None)
+                if trace.trace_id in self._keeping:
+                    # A finished trace gives its kept steps up first when memory runs short. (A trace being given
+                    # up by _trim_kept is out of this map already, with its bytes still counted until then.)
+                    self._keeping.move_to_end(trace.trace_id, last=False)
+            judge = trace.judge
+            if not trace.changed:
+                return None  # nothing new since the last finish (a late batch of duplicates)
+            trace.changed = False
+            rejudged, retracted = judge.rejudged, judge.retracted
+            told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
+            for judged in told:
+                events.append(self._event(trace, judged))
+            report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}")
+            cost = report.cost
+            known_cost = judge.seen_usage and cost is not None and not cost.unpriced_tokens
+            counts = dict.fromkeys(_COUNTERS, 0)
+            counts["finished_traces"] = 1
+            counts["rejudged_traces"] = judge.rejudged - rejudged
+            counts["rejudged_events_retracted"] = judge.retracted - retracted
+            self._count(counts)
+            return FinishedTrace(report, evicted, known_cost, trace.tracked)
+
+    def _event(self, trace: _Trace, judged: Judged) -> VerdictEvent:
+        step = judged.step
+        if step is None:
+            # A re-evaluation at the finish: attributed to the trace's last call.
+            step = trace.last_step
+            tool = None
+        else:
+            tool = step.call.tool if step.call is not None else None
         context = None
         if step is not None:
             context = SpanContext(trace.trace_id, step.span_id, is_remote=True,
@@ -374,32 +399,36 @@ class TraceTable:
         return VerdictEvent(
             trace_id=trace.trace_id,
             span_context=context,
-            verdict=observation.verdict,
-            transition=observation.transition,
-            intervention=observation.intervention,
+            verdict=judged.observation.verdict,
+            transition=judged.observation.transition,
+            intervention=judged.observation.intervention,
             tool=tool,
             agent=step.agent if step is not None else None,
             conversation=step.conversation if step is not None else None,
-            signature_digest=observation.signature_digest,
-            steps=judge.state.steps,
+            signature_digest=judged.observation.signature_digest,
+            steps=judged.steps,
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
+            provisional=judged.provisional,
         )
 
-    def _finish(self, trace: _Trace, evicted: str | None, events: list[VerdictEvent] | None = None) -> FinishedTrace:
-        judge = trace.judge
-        if trace.max_end_ns:
-            observation = judge.record(self.engine.reevaluate(judge.state, trace.max_end_ns * 1e-9))
-            if observation is not None and (observation.transition is not None or observation.intervention is not None):
-                trace.emitted.add(_event_key(observation))
-                if events is not None:
-                    last = trace.steps[-1] if trace.steps else None
-                    events.append(self._event(trace, judge, observation, last, None))
-        self._counts["finished_traces"] += 1
-        self._done[trace.trace_id] = trace
-        if len(self._done) > self._max_open:
-            self._done.popitem(last=False)
-        cfg = self.engine.config
-        seed = audit_trace(judge.seed_steps, cfg.max_steps, cfg.repeat_limit)
-        with_cost = bool(cfg.prices) or judge.seen_usage
-        report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}", seed, with_cost=with_cost)
-        return FinishedTrace(report, evicted, judge.seen_usage, trace.tracked)
+    def _count(self, counts: dict[str, int]) -> None:
+        with self._lock:
+            mine = self._counts
+            for name, value in counts.items():
+                if value:
+                    mine[name] += value
+
+    def _trim_kept(self) -> None:
+        """Give up kept steps beyond ``max_kept_bytes``: finished traces first, then the least recently active."""
+        while True:
+            with self._lock:
+                if self._kept <= self._max_kept or not self._keeping:
+                    return
+                _, trace = self._keeping.popitem(last=False)
+            with trace.lock:
+                freed = trace.judge.drop_steps() if trace.judge.keeps_steps else 0
+                with self._lock:
+                    self._kept -= trace.kept
+                    trace.kept = 0
+                    if freed:
+                        self._counts["inexact_traces"] += 1

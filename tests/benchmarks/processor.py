@@ -1,4 +1,4 @@
-"""Benchmark: what ``LoopGuardSpanProcessor`` adds to the application thread per span.
+"""Benchmark: what ``LoopGuardSpanProcessor`` costs per span, on the application thread and in the whole process.
 
 Run: ``.venv/bin/python tests/benchmarks/processor.py [rounds] [chunk]`` (defaults 300 rounds of 50-span chunks).
 
@@ -11,10 +11,19 @@ Three real SDK ``TracerProvider``\\s are measured side by side in one run:
   processors, dropping exporters), so event and metric work is counted but nothing leaves the process.
 
 Each sample is one chunk of spans: start span, set six attributes, end span. The variants run interleaved in small
-chunks (their order rotates every round) so drift in CPU frequency or caches hits all of them alike, and each chunk
-is timed with ``time.thread_time_ns``: the CPU time of the application thread only, so the batch processors' worker
-threads do not count. Root spans (an ``invoke_agent`` span, or an HTTP server span, per trace) are timed too, since
-releasing a trace is loopguard work the application pays for; the cost is divided over all spans of the chunk.
+chunks (their order rotates every round) so drift in CPU frequency or caches hits all of them alike. Each chunk is
+timed twice:
+
+* **application thread**: ``time.thread_time_ns`` around the spans only, what the instrumented code waits for;
+* **whole process**: ``time.process_time_ns`` (every thread of the process) around the spans *and* the variant's
+  ``force_flush``, which drains its ``BatchSpanProcessor`` (export of the batch) and, for loopguard, its worker
+  thread (judging, verdict events, metrics) and its logger provider. This is the honest cost: the worker thread
+  runs in the same process, under the same GIL. The other variants' threads are idle while a chunk runs, since each
+  chunk ends drained, and the metric reader's export interval is long (60 s) so that its periodic collection does
+  not land on random chunks; one final collection is timed separately in the summary line.
+
+Root spans (an ``invoke_agent`` span, or an HTTP server span, per trace) are timed too, since releasing a trace is
+loopguard work the application pays for; the cost is divided over all spans of the chunk.
 
 Workloads:
 
@@ -23,8 +32,9 @@ Workloads:
   then a stop at the fourth), so transitions, verdict events, span events and metrics happen in every trace;
 * ``non-tool``: HTTP-client-like child spans with six ``http.*``/``url.*``/``server.*`` attributes.
 
-Ratios are medians over rounds of each round's variant/base ratio.
-Targets: loopguard/base <= 1.15 for tool spans; for non-tool spans loopguard/base - floor/base <= 0.02.
+Ratios are medians over rounds of each round's variant/base ratio, printed with their range (min-max over rounds).
+Targets (issue "honest cost"): application thread loopguard/base <= 1.10 for tool spans, whole process <= 1.25;
+for non-tool spans loopguard/base - floor/base <= 0.02 on the application thread.
 """
 
 from __future__ import annotations
@@ -52,7 +62,8 @@ from opentelemetry.trace import SpanKind
 from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 
 LOOP_TRACE_CALLS = 10
-TOOL_TARGET = 1.15
+TOOL_TARGET = 1.10
+PROCESS_TARGET = 1.25
 NON_TOOL_POINTS = 0.02
 
 
@@ -122,19 +133,25 @@ class _Variant:
 
 
 def _healthy_args(i: int) -> str:
-    args = json.dumps({
-        "query": f"quarterly revenue of company number {i} in fiscal year {2000 + i % 25}, audited figures only",
-        "limit": 10 + i % 7,
-        "filters": {"lang": "en", "region": ["eu", "us"][i % 2], "min_score": 0.5},
-        "page": i % 5,
-    })
+    args = json.dumps(
+        {
+            "query": f"quarterly revenue of company number {i} in fiscal year {2000 + i % 25}, audited figures only",
+            "limit": 10 + i % 7,
+            "filters": {"lang": "en", "region": ["eu", "us"][i % 2], "min_score": 0.5},
+            "page": i % 5,
+        }
+    )
     return args
 
 
-_LOOP_ARGS = json.dumps({
-    "query": "status of deployment job 4411 in the production cluster, including the last error message",
-    "limit": 10, "filters": {"lang": "en", "region": "eu", "min_score": 0.5}, "page": 0,
-})
+_LOOP_ARGS = json.dumps(
+    {
+        "query": "status of deployment job 4411 in the production cluster, including the last error message",
+        "limit": 10,
+        "filters": {"lang": "en", "region": "eu", "min_score": 0.5},
+        "page": 0,
+    }
+)
 
 
 def _tool_span(tracer: Any, ctx: Any, i: int, args: str, result: str) -> None:
@@ -213,6 +230,14 @@ WORKLOADS: dict[str, Callable[[_Variant, int, _Counter], tuple[int, int]]] = {
 }
 
 
+def _ratio(
+    samples: dict[tuple[str, str, str], list[float]], key: str, workload: str, name: str
+) -> tuple[float, float, float]:
+    """Median, min and max over rounds of each round's ``name``/``base`` ratio."""
+    ratios = [x / y for x, y in zip(samples[(key, workload, name)], samples[(key, workload, "base")])]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
 def main(rounds: int = 300, chunk: int = 50, warmup: int = 20) -> int:
     """Run the benchmark, print the table; returns 0 when every target is met, else 1."""
     assert chunk % LOOP_TRACE_CALLS == 0, "chunk must hold whole loop traces"
@@ -221,49 +246,71 @@ def main(rounds: int = 300, chunk: int = 50, warmup: int = 20) -> int:
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
     metric_exporter = _DropMetrics()
     meter_provider = MeterProvider(
-        metric_readers=[PeriodicExportingMetricReader(metric_exporter, export_interval_millis=1000)]
+        metric_readers=[PeriodicExportingMetricReader(metric_exporter, export_interval_millis=60_000)]
     )
     guard = LoopGuardSpanProcessor(LoopGuardConfig(), logger_provider=logger_provider, meter_provider=meter_provider)
     floor = _FloorProcessor()
     variants = [_Variant("base", None), _Variant("floor", floor), _Variant("loopguard", guard)]
 
-    samples: dict[tuple[str, str], list[float]] = {(w, v.name): [] for w in WORKLOADS for v in variants}
+    samples: dict[tuple[str, str, str], list[float]] = {
+        (key, w, v.name): [] for key in ("thread", "process") for w in WORKLOADS for v in variants
+    }
     counter = _Counter()
     for r in range(warmup + rounds):
         for workload, run in WORKLOADS.items():
             # Rotate the order so no variant always runs first (cold) or last.
             for j in range(len(variants)):
                 variant = variants[(r + j) % len(variants)]
+                p0 = time.process_time_ns()
                 ns, spans = run(variant, chunk, counter)
+                # Drained: the batch exported, loopguard's worker idle and its events handed to the log exporter.
+                variant.provider.force_flush()
+                process_ns = time.process_time_ns() - p0
                 if r >= warmup:
-                    samples[(workload, variant.name)].append(ns / spans / 1000)
+                    samples[("thread", workload, variant.name)].append(ns / spans / 1000)
+                    samples[("process", workload, variant.name)].append(process_ns / spans / 1000)
 
+    c0 = time.process_time_ns()
+    meter_provider.force_flush()
+    collect_ms = (time.process_time_ns() - c0) / 1e6
     for v in variants:
         v.provider.shutdown()
     logger_provider.shutdown()
     meter_provider.shutdown()
 
-    print(f"{rounds} rounds x {chunk} spans (+ roots) per chunk; medians of per-chunk µs/span, application thread CPU time")
-    print(f"{'workload':<14}{'base':>9}{'floor':>9}{'guard':>9}{'floor/base':>12}{'guard/base':>12}  target")
+    print(
+        f"{rounds} rounds x {chunk} spans (+ roots) per chunk, 3 variants interleaved; µs/span are medians over "
+        "chunks; ratios are medians of per-round ratios [min-max]"
+    )
     ok = True
-    for workload in WORKLOADS:
-        base, flo, grd = (statistics.median(samples[(workload, name)]) for name in ("base", "floor", "loopguard"))
-        # Ratios are medians of per-round ratios: chunks of one round ran back to back, so a burst of load
-        # from other processes on the machine cancels out instead of landing on one variant.
-        base_s = samples[(workload, "base")]
-        rf = statistics.median(x / y for x, y in zip(samples[(workload, "floor")], base_s))
-        rg = statistics.median(x / y for x, y in zip(samples[(workload, "loopguard")], base_s))
-        if workload.startswith("tool"):
-            passed = rg <= TOOL_TARGET
-            target = f"guard/base <= {TOOL_TARGET:.2f}"
-        else:
-            passed = rg - rf <= NON_TOOL_POINTS
-            target = f"guard-floor = {100 * (rg - rf):+.1f} pts <= {100 * NON_TOOL_POINTS:.0f}"
-        ok &= passed
-        print(f"{workload:<14}{base:>9.2f}{flo:>9.2f}{grd:>9.2f}{rf:>12.3f}{rg:>12.3f}  {target}  "
-              f"{'PASS' if passed else 'MISS'}")
-    print(f"loopguard: {guard.errors} hook errors, {log_exporter.records} verdict events exported, "
-          f"floor saw {floor.tool_spans} tool spans")
+    for key, title in (("thread", "application thread CPU"), ("process", "whole process CPU, drained")):
+        print(f"-- {title}")
+        print(
+            f"{'workload':<14}{'base':>8}{'floor':>8}{'guard':>8}{'floor/base':>12}{'guard/base':>12}"
+            f"{'range':>14}  target"
+        )
+        for workload in WORKLOADS:
+            base, flo, grd = (statistics.median(samples[(key, workload, n)]) for n in ("base", "floor", "loopguard"))
+            rf, _, _ = _ratio(samples, key, workload, "floor")
+            rg, lo, hi = _ratio(samples, key, workload, "loopguard")
+            if workload.startswith("tool"):
+                limit = TOOL_TARGET if key == "thread" else PROCESS_TARGET
+                passed = rg <= limit
+                target = f"guard/base <= {limit:.2f}"
+            elif key == "thread":
+                passed = rg - rf <= NON_TOOL_POINTS
+                target = f"guard-floor = {100 * (rg - rf):+.1f} pts <= {100 * NON_TOOL_POINTS:.0f}"
+            else:
+                passed, target = True, f"guard-floor = {100 * (rg - rf):+.1f} pts (no target)"
+            ok &= passed
+            print(
+                f"{workload:<14}{base:>8.2f}{flo:>8.2f}{grd:>8.2f}{rf:>12.3f}{rg:>12.3f}{f'[{lo:.2f}-{hi:.2f}]':>14}"
+                f"  {target}  {'PASS' if passed else 'MISS'}"
+            )
+    print(
+        f"loopguard: {guard.errors} hook errors, {log_exporter.records} verdict events exported, "
+        f"one metric collection {collect_ms:.1f} ms CPU, floor saw {floor.tool_spans} tool spans"
+    )
     if guard.errors or not log_exporter.records:
         print("loopguard did not work as expected: hook errors or no events")
         return 2

@@ -1,11 +1,15 @@
-"""Benchmark of ``otel-loopguard serve``: receive-and-judge throughput and verdict latency, over loopback.
+"""Benchmark of ``otel-loopguard serve``: receive-and-judge throughput against a floor, and verdict latency.
 
-Run: ``.venv/bin/python tests/benchmarks/serve.py [traces]``. Prints:
+Run: ``.venv/bin/python tests/benchmarks/serve.py [--traces 400] [--rounds 7]``. Prints:
 
-* throughput: spans per second received *and judged* (serve judges a request before it answers, so a request's
-  reply means its spans were evaluated). A load generator with ``CLIENTS`` threads posts protobuf
-  ``ExportTraceServiceRequest`` batches of ``BATCH`` spans over OTLP/HTTP (persistent connections) and, separately,
-  over OTLP/gRPC. Traces have 10 GenAI tool spans plus an agent root; half loop (same call, same result).
+* throughput, for OTLP/HTTP protobuf, OTLP/HTTP JSON and OTLP/gRPC: spans per second received *and judged* by
+  ``serve`` (it judges a request before answering, so an answer means its spans were evaluated), and, in the same
+  run, the **floor**: the same receivers (aiohttp, grpcio, the same settings, decoding on the same worker threads)
+  handing the decoded spans to a sink that discards them. Each round sends every variant its own fresh traces, the
+  floor and serve alternately first; medians and ranges are over the rounds, and the ratio serve/floor is taken per
+  round. ``CLIENTS`` client processes (their own GIL) post ``BATCH``-span protobuf (or JSON) requests over persistent
+  connections. Traces have 10 GenAI tool spans and an agent root; half loop (same call, same result), so serve
+  also emits verdict events (to a recording OTLP backend in this process) and metrics.
 * latency: for each of ``LOOPS`` looping traces, the spans are sent one request at a time; the clock starts just
   before the request with the tool span that completes the stuck cycle and stops when the recording OTLP backend
   accepts the log-record batch holding that trace's ``loopguard.verdict`` (stuck) event. serve's log pipeline is the
@@ -17,25 +21,32 @@ Spans are built as protobuf directly (not through an SDK) so the generator costs
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import os
+import resource
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-import grpc
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.serve.grpc_server import OTLPGrpcServer
+from otel_loopguard.serve.http_server import OTLPHTTPServer
 from otel_loopguard.serve.server import Server
+from otel_loopguard.serve.settings import ServeSettings
+from tests.benchmarks.serve_clients import JSON, PROTOBUF, Clients, Job, span_rate, summary, to_json
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.proto_spans import request_bytes, root_span, tool_span
 
@@ -43,7 +54,7 @@ TOOL_SPANS = 10
 BATCH = 200
 CLIENTS = 4
 LOOPS = 40
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+PROTOCOLS = ("http/protobuf", "http/json", "grpc")
 
 
 def trace_spans(trace_no: int, looping: bool, t0: int) -> list[trace_pb2.Span]:
@@ -57,61 +68,107 @@ def trace_spans(trace_no: int, looping: bool, t0: int) -> list[trace_pb2.Span]:
     return spans
 
 
-def make_batches(traces: int, offset: int) -> tuple[list[bytes], int]:
-    """Protobuf requests of BATCH spans covering ``traces`` traces (ids start at ``offset``)."""
+def make_bodies(traces: int, offset: int, protocol: str) -> tuple[list[bytes], int]:
+    """Requests of BATCH spans covering ``traces`` traces (ids start at ``offset``), in the protocol's encoding."""
     spans: list[trace_pb2.Span] = []
     t0 = time.time_ns()
     for n in range(traces):
         spans.extend(trace_spans(offset + n, n % 2 == 0, t0))
-    return [request_bytes(spans[i:i + BATCH]) for i in range(0, len(spans), BATCH)], len(spans)
+    bodies = [request_bytes(spans[i:i + BATCH]) for i in range(0, len(spans), BATCH)]
+    if protocol == "http/json":
+        bodies = [to_json(body) for body in bodies]
+    return bodies, len(spans)
 
 
-def post_all_http(port: int, bodies: list[bytes]) -> None:
-    """Post every body over one persistent HTTP connection per client thread."""
-    def client(chunk: list[bytes]) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for body in chunk:
-            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
-            response = conn.getresponse()
-            response.read()
-            assert response.status == 200, response.status
-        conn.close()
-
-    with ThreadPoolExecutor(CLIENTS) as pool:
-        list(pool.map(client, [bodies[i::CLIENTS] for i in range(CLIENTS)]))
+def _discard(spans: list[SpanRecord], body: bytes, content_type: str) -> None:
+    pass
 
 
-def post_all_grpc(port: int, bodies: list[bytes]) -> None:
-    """Export every body over one gRPC channel per client thread."""
-    def client(chunk: list[bytes]) -> None:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
-            for body in chunk:
-                export(body, timeout=30)
+class _Dropping(LogRecordExporter):
+    def export(self, batch: Any) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
 
-    with ThreadPoolExecutor(CLIENTS) as pool:
-        list(pool.map(client, [bodies[i::CLIENTS] for i in range(CLIENTS)]))
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
-def throughput(server: Server, traces: int) -> None:
-    """Print spans/s for HTTP and gRPC."""
+class Floor:
+    """The same two receivers as serve, with the same settings, whose sink discards the decoded spans."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        self.http = OTLPHTTPServer(("127.0.0.1", 0), _discard, lambda: None, settings)
+        self.grpc = OTLPGrpcServer("127.0.0.1:0", _discard, lambda: None, settings)
+        self.http.start()
+        self.grpc.start()
+
+    def port(self, protocol: str) -> int:
+        return self.grpc.port if protocol == "grpc" else self.http.server_address[1]
+
+    def stop(self) -> None:
+        self.grpc.stop()
+        self.http.stop()
+
+
+def _jobs(protocol: str, port: int, bodies: list[bytes]) -> list[Job | None]:
+    kind = "grpc" if protocol == "grpc" else "http"
+    content_type = JSON if protocol == "http/json" else PROTOBUF
+    return [Job(kind, port, bodies[i::CLIENTS], content_type) for i in range(CLIENTS)]
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def throughput(server: Server, floor: Floor, clients: Clients, traces: int, rounds: int) -> None:
+    """Print spans/s of serve and of the floor per protocol, interleaved round by round, and their ratio; and the
+    same per CPU-second of this process (the receivers; the clients run in their own processes)."""
     offset = 1_000_000
-    for name, send, port in (("http", post_all_http, server.http_port), ("grpc", post_all_grpc, server.grpc_port)):
-        rates = []
-        for _ in range(3):
-            bodies, count = make_batches(traces, offset)
-            offset += traces
-            before = server.stats().tool_calls
-            start = time.perf_counter()
-            send(port, bodies)
-            elapsed = time.perf_counter() - start
-            judged = server.stats().tool_calls - before
-            assert judged == traces * TOOL_SPANS, (judged, traces * TOOL_SPANS)
-            rates.append(count / elapsed)
-            server.finish_all()
-        print(f"throughput {name}: {statistics.median(rates):,.0f} spans/s received and judged "
-              f"(median of 3 runs of {count} spans in {len(bodies)} requests of {BATCH}, {CLIENTS} clients; "
-              f"runs {', '.join(f'{r:,.0f}' for r in rates)})")
+    rates: dict[tuple[str, str], list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    cpu_rates: dict[tuple[str, str], list[float]] = {}
+    cpu_ratios: dict[str, list[float]] = {}
+    for round_no in range(rounds + 1):  # round 0 warms up (connections, caches) and is not counted
+        for protocol in PROTOCOLS:
+            order = ("floor", "serve") if round_no % 2 else ("serve", "floor")
+            got: dict[str, float] = {}
+            got_cpu: dict[str, float] = {}
+            for variant in order:
+                bodies, count = make_bodies(traces, offset, protocol)
+                offset += traces
+                port = floor.port(protocol) if variant == "floor" else (
+                    server.grpc_port if protocol == "grpc" else server.http_port)
+                assert port is not None
+                before = server.stats().tool_calls
+                cpu = _cpu()
+                results = clients.run(_jobs(protocol, port, bodies))
+                cpu = _cpu() - cpu
+                assert all(r is not None and r.errors == 0 for r in results), results
+                if variant == "serve":
+                    judged = server.stats().tool_calls - before
+                    assert judged == traces * TOOL_SPANS, (judged, traces * TOOL_SPANS)
+                    server.finish_all()
+                got[variant] = span_rate(results, count)
+                got_cpu[variant] = count / cpu
+            if round_no:
+                for variant, rate in got.items():
+                    rates.setdefault((protocol, variant), []).append(rate)
+                    cpu_rates.setdefault((protocol, variant), []).append(got_cpu[variant])
+                ratios.setdefault(protocol, []).append(got["serve"] / got["floor"])
+                cpu_ratios.setdefault(protocol, []).append(got_cpu["serve"] / got_cpu["floor"])
+    spans = traces * (TOOL_SPANS + 1)
+    print(f"throughput: {rounds} rounds of {spans} spans a variant ({traces} traces, {spans // BATCH + 1} requests "
+          f"of up to {BATCH} spans), {CLIENTS} client processes; median (min-max) spans/s")
+    for protocol in PROTOCOLS:
+        print(f"  {protocol:13s}  floor {summary(rates[(protocol, 'floor')])}  serve "
+              f"{summary(rates[(protocol, 'serve')])}  serve/floor {summary(ratios[protocol], '{:.2f}')}")
+    print("per CPU-second of the server process (robust to other load on the machine): spans per CPU-second")
+    for protocol in PROTOCOLS:
+        print(f"  {protocol:13s}  floor {summary(cpu_rates[(protocol, 'floor')])}  serve "
+              f"{summary(cpu_rates[(protocol, 'serve')])}  serve/floor {summary(cpu_ratios[protocol], '{:.2f}')}")
 
 
 def latency(server: Server, receiver: RecordingOTLPReceiver) -> None:
@@ -130,7 +187,7 @@ def latency(server: Server, receiver: RecordingOTLPReceiver) -> None:
         for span in spans:
             body = request_bytes([span])
             before = time.monotonic()
-            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            conn.request("POST", "/v1/traces", body, {"Content-Type": PROTOBUF})
             response = conn.getresponse()
             response.read()
             if trace_no + 1 in in_process and not sent:
@@ -157,17 +214,35 @@ def latency(server: Server, receiver: RecordingOTLPReceiver) -> None:
 
 
 def main() -> None:
-    traces = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=400, help="traces per variant and round")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    settings = ServeSettings()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+          f"{TOOL_SPANS} tool spans + 1 root per trace")
+    with Clients(CLIENTS) as clients:
+        # Events go through the SDK's batch processor to an exporter that drops them: serve pays for emitting,
+        # not a backend in this process for decoding them.
+        logger_provider = LoggerProvider()
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(_Dropping()))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        server = Server(LoopGuardConfig(), grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", idle=60,
+                        logger_provider=logger_provider, meter_provider=meter_provider, settings=settings)
+        floor = Floor(settings)
+        with server:
+            throughput(server, floor, clients, args.traces, args.rounds)
+        floor.stop()
+        logger_provider.shutdown()
+        meter_provider.shutdown()
     with RecordingOTLPReceiver() as receiver:
         logger_provider = LoggerProvider()
         logger_provider.add_log_record_processor(BatchLogRecordProcessor(
             OTLPLogExporter(endpoint=f"http://{receiver.endpoint}", insecure=True), schedule_delay_millis=10))
-        meter_provider = MeterProvider()
-        server = Server(LoopGuardConfig(), grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", idle=60,
-                        logger_provider=logger_provider, meter_provider=meter_provider)
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        server = Server(LoopGuardConfig(), grpc_address=None, http_address="127.0.0.1:0", idle=60,
+                        logger_provider=logger_provider, meter_provider=meter_provider, settings=settings)
         with server:
-            print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {TOOL_SPANS} tool spans + 1 root per trace")
-            throughput(server, traces)
             latency(server, receiver)
         logger_provider.shutdown()
         meter_provider.shutdown()

@@ -1,7 +1,7 @@
 """Soak of ``otel-loopguard serve``: sustained loopback load with abuse interleaved, memory sampled throughout.
 
 Run: ``.venv/bin/python tests/benchmarks/serve_soak.py [--seconds 60] [--max-traces 200] [--idle 0.5] ...``.
-``tests/reliability/test_serve_load.py`` runs the same soak for about 5 s and asserts on it.
+``tests/reliability/test_serve_load.py`` runs the same soak bounded by requests instead of seconds (see "Clock").
 
 Load: ``--http-clients`` threads post OTLP/protobuf ``ExportTraceServiceRequest`` batches over persistent HTTP
 connections and ``--grpc-clients`` threads export the same over gRPC. Every batch opens ``TRACES_PER_BATCH`` new
@@ -15,11 +15,20 @@ malformed and oversized messages over gRPC; each must get its OTLP error status 
 ``google.rpc.Status`` body, gRPC INVALID_ARGUMENT/RESOURCE_EXHAUSTED), and a valid request right after it must
 succeed.
 
-Memory: every ``--sample-every`` seconds the Python heap (tracemalloc, current) and the process RSS
-(``/proc/self/statm``) are sampled with the server's counters. Growth is the median of the last quarter of the run
-minus the median of the quarter right after warm-up (the first ``--warmup`` fraction of the run).
+Clock: the benchmark runs for ``--seconds`` of wall time, and serve's idle timer runs on the wall clock. A soak
+bounded by ``requests`` instead (the test's) has every load client make exactly that many valid requests, and gives
+serve a clock that counts the valid load requests made so far: ``idle`` is then a number of requests, and memory
+samples are taken at request counts. What it does and measures is then the same on a fast machine and on a loaded
+one; only how long it takes differs. serve's idle sweeper still runs on its own thread throughout.
 
-At the end the load stops, a looping trace is sent, and its ``stuck`` event must arrive.
+Memory: every ``--sample-every`` seconds (or at ``samples`` evenly spaced request counts) the Python heap
+(tracemalloc, current) and the process RSS (``/proc/self/statm``) are sampled with the server's counters. Growth is
+the median of the last quarter of the run minus the median of the quarter right after warm-up (the first
+``--warmup`` fraction of the run).
+
+At the end the load stops, a looping trace is sent, and its ``stuck`` event must arrive; then (once the clock has
+moved past ``idle``: the wall clock by itself, the request clock by a step the soak makes) serve's idle sweeper must
+finish it.
 """
 
 from __future__ import annotations
@@ -231,8 +240,9 @@ def abuses(max_body: int) -> list[Abuse]:
 
 @dataclass(frozen=True)
 class Sample:
-    """One memory sample: seconds since the start, Python heap (tracemalloc), RSS, and RSS less tracemalloc's own
-    bookkeeping (which grows as it meets new allocation stacks), in bytes; and the server's counters."""
+    """One memory sample: where in the run (``at``, on the soak's clock: seconds, or load requests made), Python heap
+    (tracemalloc), RSS, and RSS less tracemalloc's own bookkeeping (which grows as it meets new allocation stacks),
+    in bytes; and the server's counters."""
 
     at: float
     heap: int
@@ -246,9 +256,11 @@ class SoakResult:
     """What a soak did and measured.
 
     Attributes:
-        seconds: load duration.
+        seconds: load duration on the wall clock.
+        length: load duration on the soak's clock (``seconds``, or the load requests made when bounded by requests).
         requests: valid requests accepted, by protocol (``http``, ``grpc``); ``spans``: spans in all accepted
-            requests (load, the valid request after each abuse, the final trace).
+            requests (load, the valid request after each abuse, the final trace); ``tool_spans``: the tool spans
+            among them.
         abuse: bad requests sent and answered correctly, by kind; each was followed by a valid request that succeeded.
         samples: memory samples in time order.
         events: verdict events serve emitted (listener count); ``exported``: log records its logger exported.
@@ -258,6 +270,7 @@ class SoakResult:
     """
 
     seconds: float
+    length: float
     requests: dict[str, int]
     abuse: dict[str, int]
     samples: tuple[Sample, ...]
@@ -272,7 +285,7 @@ class SoakResult:
 
     def window(self, lo: float, hi: float) -> list[Sample]:
         """Samples taken between fractions ``lo`` and ``hi`` of the run."""
-        return [s for s in self.samples if lo * self.seconds <= s.at <= hi * self.seconds]
+        return [s for s in self.samples if lo * self.length <= s.at <= hi * self.length]
 
     def growth(self, field: str) -> tuple[float, float, int]:
         """(median right after warm-up, median of the last quarter, growth) of ``heap``, ``rss`` or ``rss_net``."""
@@ -287,24 +300,49 @@ def _rss() -> int:
         return int(fh.read().split()[1]) * _PAGE
 
 
-def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, http_clients: int = 3,
-             grpc_clients: int = 1, sample_every: float = 0.25, warmup: float = 0.4, abuse_pause: float = 0.05,
-             max_body: int = MAX_BODY) -> SoakResult:
-    """Run one soak against a fresh in-process Server on free 127.0.0.1 ports (tracemalloc on for its duration)."""
+def run_soak(seconds: float | None = None, *, requests: int | None = None, max_traces: int = 100,
+             idle: float = 0.2, http_clients: int = 3, grpc_clients: int = 1, sample_every: float = 0.25,
+             samples: int = 40, warmup: float = 0.4, abuse_pause: float = 0.05, max_body: int = MAX_BODY,
+             wait: float = 60.0) -> SoakResult:
+    """Run one soak against a fresh in-process Server on free 127.0.0.1 ports (tracemalloc on for its duration).
+
+    Args:
+        seconds: load for this long on the wall clock; serve's idle timer runs on the wall clock and memory is
+            sampled every ``sample_every`` seconds.
+        requests: instead of ``seconds``: every load client makes exactly this many valid requests; serve's clock
+            counts the valid load requests made so far (``idle`` is then a number of requests) and ``samples``
+            memory samples are taken at evenly spaced request counts (the first before the load, the others by the
+            client whose request completes that count). Nothing then depends on the machine's speed.
+        wait: the most seconds to wait for the final trace's event and report (they come at once unless serve is
+            broken).
+    """
+    if (seconds is None) == (requests is None):
+        raise ValueError("give either seconds or requests")
+    by_requests = requests is not None
+    made = [0]  # valid load requests made: the soak's clock when bounded by requests
+    total = requests * (http_clients + grpc_clients) if requests is not None else 0
+    sample_at = {k * total // samples for k in range(1, samples)} if requests is not None else set()
+    clock_offset = [0.0]  # how far the soak moved that clock on by itself (past the final trace's idle time)
+
+    def request_clock() -> float:
+        return made[0] + clock_offset[0]
+
     exporter = CountingLogExporter()
     logger_provider = LoggerProvider(shutdown_on_exit=False)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
     server = Server(LoopGuardConfig(max_traces=max_traces, signature_key=b"soak-key-0123456789abcdef"),
                     grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", idle=idle,
-                    logger_provider=logger_provider, meter_provider=meter_provider, max_body=max_body)
+                    logger_provider=logger_provider, meter_provider=meter_provider, max_body=max_body,
+                    clock=request_clock if by_requests else time.monotonic)
     ids = itertools.count(10)
     id_lock = threading.Lock()
     stop = threading.Event()
     errors: list[str] = []
-    requests: Counter[str] = Counter()
+    accepted: Counter[str] = Counter()
     abuse_counts: Counter[str] = Counter()
     count_lock = threading.Lock()
+    taken: list[Sample] = []
     events = [0]
     event_lock = threading.Lock()
     final = threading.Event()
@@ -325,10 +363,28 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
         with id_lock:
             return [next(ids) for _ in range(n)]
 
+    def sample(at: float) -> None:
+        rss = _rss()
+        taken.append(Sample(at, tracemalloc.get_traced_memory()[0], rss,
+                            rss - tracemalloc.get_tracemalloc_memory(), server.stats()))
+
+    def count(spans: list[trace_pb2.Span], protocol: str | None) -> None:
+        """Count an accepted request: a load request (``protocol``) or the valid one after an abuse (None)."""
+        with count_lock:
+            if protocol is not None:
+                accepted[protocol] += 1
+                made[0] += 1
+            at = made[0]
+            accepted["spans"] += len(spans)
+            accepted["tool_spans"] += sum(1 for span in spans if span.name.startswith("execute_tool"))
+        if protocol is not None and at in sample_at:
+            sample(at)
+
     def load(send: Callable[[bytes], None], protocol: str) -> None:
         pending: list[trace_pb2.Span] = []
+        sent = 0
         try:
-            while not stop.is_set():
+            while (sent < requests) if requests is not None else not stop.is_set():
                 spans = pending
                 pending = []
                 for trace_no in next_ids(TRACES_PER_BATCH):
@@ -336,9 +392,8 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
                     spans.extend(first)
                     pending.extend(rest)
                 send(request_bytes(spans))
-                with count_lock:
-                    requests[protocol] += 1
-                    requests["spans"] += len(spans)
+                sent += 1
+                count(spans, protocol)
         except Exception as exc:
             errors.append(f"{protocol} load: {type(exc).__name__}: {exc}")
 
@@ -376,8 +431,7 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
                 else:
                     status, reply, _ = http_client.post(valid)
                     assert status == 200, (kind.name, status, reply[:200])
-                with count_lock:
-                    requests["spans"] += len(spans)
+                count(spans, None)
                 stop.wait(abuse_pause)
         except Exception as exc:
             errors.append(f"abuse: {type(exc).__name__}: {exc!r}")
@@ -385,42 +439,49 @@ def run_soak(seconds: float = 5.0, *, max_traces: int = 100, idle: float = 0.2, 
             http_client.close()
             grpc_client.close()
 
-    threads = ([threading.Thread(target=http_load, name=f"soak-http-{i}") for i in range(http_clients)]
-               + [threading.Thread(target=grpc_load, name=f"soak-grpc-{i}") for i in range(grpc_clients)]
-               + [threading.Thread(target=abuse_loop, name="soak-abuse")])
-    samples: list[Sample] = []
+    loaders = ([threading.Thread(target=http_load, name=f"soak-http-{i}") for i in range(http_clients)]
+               + [threading.Thread(target=grpc_load, name=f"soak-grpc-{i}") for i in range(grpc_clients)])
+    abuser = threading.Thread(target=abuse_loop, name="soak-abuse")
     tracing = tracemalloc.is_tracing()
     if not tracing:
         tracemalloc.start()
     try:
         with server:
             start = time.monotonic()
-            for thread in threads:
+            if requests is not None:
+                sample(0)
+            for thread in [*loaders, abuser]:
                 thread.start()
-            while (now := time.monotonic() - start) < seconds:
-                rss = _rss()
-                samples.append(Sample(now, tracemalloc.get_traced_memory()[0], rss,
-                                      rss - tracemalloc.get_tracemalloc_memory(), server.stats()))
-                stop.wait(sample_every)
-            stop.set()
-            for thread in threads:
+            if requests is None:
+                while (now := time.monotonic() - start) < seconds:
+                    sample(now)
+                    stop.wait(sample_every)
+                stop.set()
+            for thread in loaders:
                 thread.join()
+            stop.set()
+            abuser.join()
             elapsed = time.monotonic() - start
+            length = float(made[0]) if by_requests else elapsed
             client = HTTPClient(server.http_port)
-            status, _, _ = client.post(looping_trace(final_trace))
+            final_spans = trace_halves(final_trace, True)
+            status, _, _ = client.post(request_bytes(final_spans[0] + final_spans[1]))
             client.close()
-            requests["spans"] += TOOL_SPANS + 1
-            final_stuck = status == 200 and final.wait(10)
+            count(final_spans[0] + final_spans[1], None)
+            final_stuck = status == 200 and final.wait(wait)
             # Nothing else arrives now, so only the idle timer can finish it (the drain comes later, in stop()).
-            final_idle = final_finished.wait(idle + 10)
+            # The request clock stands still without load: move it past the idle time, as the wall clock moves.
+            clock_offset[0] = idle + 1
+            final_idle = final_finished.wait((0 if by_requests else idle) + wait)
             stats = server.stats()
     finally:
         if not tracing:
             tracemalloc.stop()
         logger_provider.shutdown()
         meter_provider.shutdown()
-    return SoakResult(elapsed, dict(requests), dict(abuse_counts), tuple(samples), stats, events[0], exporter.count,
-                      final_stuck, final_idle, tuple(errors), max_traces, warmup)
+    taken.sort(key=lambda x: x.at)  # load clients take their samples concurrently
+    return SoakResult(elapsed, length, dict(accepted), dict(abuse_counts), tuple(taken), stats, events[0],
+                      exporter.count, final_stuck, final_idle, tuple(errors), max_traces, warmup)
 
 
 def _mib(n: float) -> str:

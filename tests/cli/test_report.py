@@ -167,31 +167,3 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--by ATTRIBUTE" in out and "otel-loopguard report traces.jsonl --by app.prompt.version" in out
-
-
-# The fast seed-000 audit that report and audit share (in _trace_eval) must equal the reference one exactly.
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from otel_loopguard.core.model import ToolCall  # noqa: E402
-from otel_loopguard.core.step_audit import (  # noqa: E402
-    audit_calls,
-    audit_trace,
-    step_args,
-)
-
-_ARGS = st.sampled_from([None, '{"a": 1, "b": 2}', '{"b": 2, "a": 1}', '{"a": 1}', "plain", "{not json", "",
-                         '["x"]', '{"input": "x"}', "x"])
-_TOOLS = st.sampled_from(["a", "b", "a|b", "a|b=", "b="])
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(_TOOLS, _ARGS, st.booleans()), max_size=12), st.integers(1, 8), st.integers(1, 4))
-def test_audit_calls_equals_reference(steps: list, max_steps: int, repeat_limit: int) -> None:
-    """audit_calls gives exactly audit_trace's result for any calls, including key-order and '|' collisions."""
-    calls = []
-    for tool, args, as_dict in steps:
-        value = json.loads(args) if as_dict and args in ('{"a": 1, "b": 2}', '{"a": 1}') else args
-        calls.append(ToolCall(tool, value))
-    reference = audit_trace([{"tool": c.tool, "args": step_args(c)} for c in calls], max_steps, repeat_limit)
-    assert audit_calls(calls, max_steps, repeat_limit) == reference

@@ -1,25 +1,20 @@
 """Shared knowledge for the collector-config tests: where the files are, which Prometheus names the code's
-metrics get, a small PromQL/LogQL name extractor, and the promtool/prometheus skip-or-fail policy.
-
-``LOOPGUARD_REQUIRE_E2E`` is read when this module is imported (collection time), because the autouse fixture in
-``tests/conftest.py`` removes every ``LOOPGUARD_*`` variable before each test runs.
+metrics get, a small PromQL/LogQL name extractor, and where the promtool/prometheus binaries are (a missing one
+skips the test, or fails it under ``LOOPGUARD_REQUIRE_E2E=1``: :func:`tests.support.external.unavailable`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from otel_loopguard.conventions import names as n
-
-REQUIRE_E2E = os.environ.get("LOOPGUARD_REQUIRE_E2E", "").strip() == "1"
+from tests.support.external import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = ROOT / "collector-config"
@@ -166,8 +161,5 @@ def require_binary(name: str) -> str:
     """Path of a Prometheus binary; skip without it, or fail when LOOPGUARD_REQUIRE_E2E=1."""
     path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
     if path is None:
-        message = f"{name} not installed (apt-get install -y prometheus)"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message}; LOOPGUARD_REQUIRE_E2E=1 makes this a failure", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"{name} not installed (apt-get install -y prometheus)")
     return path

@@ -1,4 +1,7 @@
-"""Static checks of the Collector configurations in collector-config/ (targeting otelcol-contrib v0.136.0)."""
+"""Static checks of the Collector configurations in collector-config/ (targeting otelcol-contrib v0.161.0).
+
+The same files run in the real Collector in test_otelcol_*.py; these checks name the rule a file breaks.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +15,20 @@ from otel_loopguard.conventions import names as n
 
 from ._support import CONFIG_DIR, load_yaml, names_values
 
-TARGET_RELEASE = "v0.136.0"
+TARGET_RELEASE = "v0.161.0"
 
-# Component type names shipped in otelcol-contrib v0.136.0, from opentelemetry-collector-releases
-# distributions/otelcol-contrib/manifest.yaml at that release (only the families these files may reasonably
-# use; add more from the same manifest when a config needs them).
+# Component type names in otelcol-contrib v0.161.0 (only the families these files may reasonably use). The
+# types of the components the files use were read from each module's metadata.yaml at v0.161.0, where
+# `otlp_grpc`, `otlp_http` and `load_balancing` replaced `otlp`, `otlphttp` and `loadbalancing` (kept only as
+# deprecated aliases, so they are not allowed here); test_otelcol_validate.py checks them in the real build.
 ALLOWED: dict[str, frozenset[str]] = {
     "receivers": frozenset({"otlp", "nop", "jaeger", "zipkin", "prometheus", "filelog", "hostmetrics", "kafka",
                             "otlpjsonfile"}),
     "processors": frozenset({"batch", "memory_limiter", "attributes", "transform", "filter", "resource",
                              "resourcedetection", "redaction", "tail_sampling", "probabilistic_sampler",
                              "groupbytrace", "k8sattributes", "span", "cumulativetodelta", "deltatocumulative"}),
-    "exporters": frozenset({"otlp", "otlphttp", "debug", "nop", "prometheus", "prometheusremotewrite",
-                            "loadbalancing", "file", "kafka", "zipkin"}),
+    "exporters": frozenset({"otlp_grpc", "otlp_http", "debug", "nop", "prometheus", "prometheusremotewrite",
+                            "load_balancing", "file", "kafka", "zipkin"}),
     "extensions": frozenset({"health_check", "pprof", "zpages", "file_storage", "basicauth", "bearertokenauth",
                              "oauth2client", "headers_setter"}),
     "connectors": frozenset({"forward", "count", "routing", "spanmetrics", "servicegraph", "failover",
@@ -34,7 +38,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 # Which signals a used component handles (from each component's README status table at that release).
 SIGNALS: dict[str, frozenset[str]] = {
     "tail_sampling": frozenset({"traces"}),
-    "loadbalancing": frozenset({"traces", "logs", "metrics"}),
+    "load_balancing": frozenset({"traces", "logs", "metrics"}),
     "prometheus": frozenset({"metrics"}),
     "prometheusremotewrite": frozenset({"metrics"}),
 }
@@ -43,7 +47,7 @@ FULL_CONFIGS = ("agent.yaml", "gateway.yaml", "tail-sampling.yaml")
 OVERLAYS = {"agent-raw-copy.yaml": "agent.yaml"}
 
 # Backends that keep data for a long time: anything routed there must be redacted first.
-LONG_TERM_EXPORTERS = frozenset({"otlp/tempo", "otlp/jaeger", "otlphttp/loki"})
+LONG_TERM_EXPORTERS = frozenset({"otlp_grpc/tempo", "otlp_grpc/jaeger", "otlp_http/loki"})
 REDACTION = "transform/redact_genai"
 SENSITIVE_KEYS = frozenset({
     n.GEN_AI_TOOL_CALL_ARGUMENTS, n.GEN_AI_TOOL_CALL_RESULT, n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES,
@@ -52,7 +56,7 @@ SENSITIVE_KEYS = frozenset({
 
 _ENV = re.compile(r"\$\{env:(\w+)(?::-([^}]*))?\}")
 _ATTR_KEY = re.compile(r'attributes\["([^"]+)"\]')
-_DELETE_KEY = re.compile(r'delete_key\(attributes,\s*"([^"]+)"\)')
+_DELETE_KEY = re.compile(r'delete_key\((?:\w+\.)?attributes,\s*"([^"]+)"\)')
 
 
 def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +126,7 @@ def test_every_pipeline_component_is_declared_and_every_declared_component_is_us
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_component_types_exist_in_the_target_release(name: str) -> None:
-    """Every component type (the part before '/') is one otelcol-contrib v0.136.0 ships."""
+    """Every component type (the part before '/') is one otelcol-contrib v0.161.0 ships, by its current name."""
     cfg = CONFIGS[name]
     for kind, allowed in ALLOWED.items():
         for component in cfg.get(kind) or {}:
@@ -192,8 +196,10 @@ def test_redaction_covers_every_sensitive_genai_key_on_spans_and_logs(name: str)
             # A key that is hashed must also be deleted whenever it is not a string SHA256 can handle.
             if statement.startswith("set(") and "SHA256" in statement:
                 key = _ATTR_KEY.findall(statement)[0]
-                assert f'IsString(attributes["{key}"])' in statement
-                assert any(f'delete_key(attributes, "{key}") where' in s and "not IsString" in s for s in statements)
+                assert f'IsString({context}.attributes["{key}"])' in statement
+                assert any(
+                    f'delete_key({context}.attributes, "{key}") where' in s and "not IsString" in s for s in statements
+                )
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -214,7 +220,7 @@ def test_tail_sampling_keeps_verdict_traces_errors_and_a_baseline() -> None:
         assert policy["type"] in policy, policy["name"]
         by_type.setdefault(policy["type"], []).append(policy)
     span_event_conditions = [c for p in by_type["ottl_condition"] for c in p["ottl_condition"]["spanevent"]]
-    assert f'name == "{n.EVENT_VERDICT}"' in span_event_conditions
+    assert f'spanevent.name == "{n.EVENT_VERDICT}"' in span_event_conditions
     assert by_type["status_code"][0]["status_code"]["status_codes"] == ["ERROR"]
     assert 0 < by_type["probabilistic"][0]["probabilistic"]["sampling_percentage"] < 100
 
@@ -222,13 +228,13 @@ def test_tail_sampling_keeps_verdict_traces_errors_and_a_baseline() -> None:
 def test_gateway_routes_raw_traces_by_trace_id_and_keeps_verdicts_out_of_the_balancer() -> None:
     """loadbalancing with routing_key traceID; the receiver for verdicts never feeds the load balancer."""
     cfg = CONFIGS["gateway.yaml"]
-    lb = cfg["exporters"]["loadbalancing"]
+    lb = cfg["exporters"]["load_balancing"]
     assert lb["routing_key"] == "traceID"
     assert all(host.endswith(":4317") for host in lb["resolver"]["static"]["hostnames"])
     assert len(lb["resolver"]["static"]["hostnames"]) >= 2
     assert "dns:" in (CONFIG_DIR / "gateway.yaml").read_text(encoding="utf-8")
     for pipeline_id, pipeline in cfg["service"]["pipelines"].items():
-        if "loadbalancing" in pipeline["exporters"]:
+        if "load_balancing" in pipeline["exporters"]:
             assert pipeline["receivers"] == ["otlp"], pipeline_id
             assert REDACTION not in (pipeline.get("processors") or []), "serve needs the raw arguments"
 
@@ -238,4 +244,4 @@ def test_raw_copy_overlay_adds_an_unredacted_short_retention_pipeline() -> None:
     merged = CONFIGS["agent.yaml+agent-raw-copy.yaml"]["service"]["pipelines"]
     assert set(merged) == {"traces", "logs", "metrics", "traces/raw"}
     assert REDACTION not in merged["traces/raw"]["processors"]
-    assert merged["traces/raw"]["exporters"] == ["otlp/raw_short_retention"]
+    assert merged["traces/raw"]["exporters"] == ["otlp_grpc/raw_short_retention"]

@@ -24,7 +24,10 @@ from otel_loopguard.cli.demo_agent import run_demo
 from ._support import RULES_FILE, require_binary
 
 AGENT = "support-bot"  # the demo's same-call loop: stuck by the period rule, nudged, then stopped
-DEADLINE_S = 25.0
+# Deadlines, not waits (each poll returns as soon as Prometheus answers): starting Prometheus, loading the rules and
+# one or two 1 s scrape/evaluation rounds take seconds, several times longer on a loaded two-core machine.
+DEADLINE_S = 120.0
+HTTP_TIMEOUT_S = 10
 
 
 def _free_port() -> int:
@@ -34,7 +37,7 @@ def _free_port() -> int:
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as response:
+    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
         return json.load(response)
 
 
@@ -90,8 +93,13 @@ def prometheus(tmp_path: Path, exporter_endpoint: tuple[str, MeterProvider]) -> 
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + DEADLINE_S
-        _poll("Prometheus to become ready", lambda: process.poll() is None and
-              urllib.request.urlopen(f"{url}/-/ready", timeout=2).status == 200, deadline)
+
+        def ready() -> bool:
+            if process.poll() is not None:  # exited: no use waiting out the deadline
+                pytest.fail(f"Prometheus exited with {process.returncode}:\n{log_path.read_text()}")
+            return urllib.request.urlopen(f"{url}/-/ready", timeout=HTTP_TIMEOUT_S).status == 200
+
+        _poll("Prometheus to become ready", ready, deadline)
         yield url
     finally:
         process.terminate()

@@ -64,8 +64,13 @@ def _check_names(expr: str, allowed_metrics: dict[str, frozenset[str]]) -> None:
         assert labels <= allowed, (expr, metric, labels - allowed)
 
 
+# A deadline for a hang, not a wait: `promtool test rules` evaluates a day of samples per group and takes 5-7 s
+# alone on two cores, several times that on a loaded machine.
+PROMTOOL_TIMEOUT_S = 300
+
+
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=PROMTOOL_TIMEOUT_S, cwd=cwd, check=False)
 
 
 # --- rules ----------------------------------------------------------------------------------------------------

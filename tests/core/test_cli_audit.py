@@ -42,15 +42,19 @@ def json_lines(text: str) -> list[dict]:
 
 
 def test_readable_output_of_a_stuck_trace(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    """The readable report names the file, the verdict, the seed-000 result, the transition, the nudge and the stop."""
+    """The readable report names the file, the final and the worst verdict with where, the step audit, and one
+    timeline of the transition, the nudge and the stop, calls numbered from 1."""
     status, out, err = run(["audit", files["stuck_search"]], capsys)
     assert status == EXIT_FOUND and err == ""
+    # The --json test below pins the 0-based steps: stuck and nudged at index 3, stopped at 4; six calls. Numbered
+    # from 1 (as loopguard.steps counts), that is calls 4, 4 and 5, and the trace stays stuck to its 6th call.
     assert out.splitlines() == [
-        f"{files['stuck_search']}: stuck (rule period, period 1) after 6 tool call(s)",
-        "  seed-000 audit: ok",
-        "  after call 3: working -> stuck (rule frequency)",
-        f"  after call 3: nudge: {STUCK_NUDGE}",
-        f"  after call 4: stop: {STUCK_STOP}",
+        f"{files['stuck_search']}: stuck (rule period, period 1) after 6 tool calls; "
+        "stuck at calls 4-6, nudged at call 4, stopped at call 5",
+        "  step audit: ok",
+        "  call 4: working -> stuck (rule frequency)",
+        f"  call 4: nudge: {STUCK_NUDGE}",
+        f"  call 5: stop: {STUCK_STOP}",
     ]
 
 
@@ -59,16 +63,20 @@ def test_json_output_fields(files: dict[str, str], capsys: pytest.CaptureFixture
     status, out, _ = run(["audit", "--json", files["stuck_search"]], capsys)
     assert status == EXIT_FOUND
     [doc] = json_lines(out)
-    # The spec's fields, plus the deciding rule of the verdict and of each intervention.
-    assert set(doc) == SPEC_KEYS | {"rule"}
+    # The spec's fields, plus the deciding rule of the verdict and of each intervention, and whether a memory
+    # bound forced the trace out before the input ended (never for a steps file).
+    assert set(doc) == SPEC_KEYS | {"rule", "partial"} and doc["partial"] is False
     assert doc["source"] == files["stuck_search"] and doc["trace_id"] is None
     assert (doc["verdict"], doc["period"], doc["steps_used"], doc["ok"], doc["violations"]) == ("stuck", 1, 6, True, [])
-    assert doc["transitions"] == [{"step": 3, "from": "working", "to": "stuck", "rule": "frequency", "period": None}]
+    assert doc["transitions"] == [
+        {"step": 3, "call": 4, "from": "working", "to": "stuck", "rule": "frequency", "period": None}]
     assert [{k: i[k] for k in ("step", "action", "message")} for i in doc["interventions"]] == [
         {"step": 3, "action": "nudge", "message": STUCK_NUDGE},
         {"step": 4, "action": "stop", "message": STUCK_STOP},
     ]
-    assert all(set(i) == {"step", "action", "message", "rule"} for i in doc["interventions"])
+    # Each intervention also says its call number counted from 1 (the step's index + 1).
+    assert all(set(i) == {"step", "call", "action", "message", "rule"} for i in doc["interventions"])
+    assert [i["call"] for i in doc["interventions"]] == [4, 5]
 
 
 def test_healthy_trace_exits_zero(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,13 +160,13 @@ def test_invalid_steps_documents(tmp_path: Path, doc: object, message: str, caps
 
 
 def test_steps_file_budgets_are_honoured(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    """The file's max_steps and repeat_limit drive both the seed-000 audit and the step-budget stop."""
+    """The file's max_steps and repeat_limit drive both the step audit and the step-budget stop."""
     status, out, _ = run(["audit", "--json", files["budget"]], capsys)
     [doc] = json_lines(out)
     assert status == EXIT_OK
     assert (doc["ok"], doc["violations"]) == (False, ["repeat_loop:ls|dir=.@0", "step_limit:5"])
     assert doc["interventions"] == [{
-        "step": 4, "action": "stop", "rule": "step_limit",
+        "step": 4, "call": 5, "action": "stop", "rule": "step_limit",
         "message": "loopguard stopped the run: 5 tool calls, over the step budget of 4",
     }]
 
@@ -200,7 +208,8 @@ def test_detector_flags_reach_the_engine(files: dict[str, str], capsys: pytest.C
     """``--frequency-limit 5`` removes the frequency finding at call 3, so stuck comes later by period."""
     _, out, _ = run(["audit", "--json", "--frequency-limit", "5", files["stuck_search"]], capsys)
     [doc] = json_lines(out)
-    assert doc["transitions"] == [{"step": 4, "from": "working", "to": "stuck", "rule": "period", "period": 1}]
+    assert doc["transitions"] == [
+        {"step": 4, "call": 5, "from": "working", "to": "stuck", "rule": "period", "period": 1}]
 
 
 def test_no_command_prints_help_and_exits_two(capsys: pytest.CaptureFixture[str]) -> None:

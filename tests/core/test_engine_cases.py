@@ -8,7 +8,7 @@ import pytest
 
 from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.core.judge import Replay, replay_calls
+from otel_loopguard.core.judge import TraceJudge, replay_calls
 from otel_loopguard.core.model import Lease, ToolCall
 from otel_loopguard.core.signature import NORMALIZER_VERSION
 
@@ -24,7 +24,7 @@ CONFIG = LoopGuardConfig(
 OBSERVED_AT = T0 + 60.0
 
 
-def replay(calls: list[ToolCall], config: LoopGuardConfig = CONFIG, at: float = OBSERVED_AT) -> Replay:
+def replay(calls: list[ToolCall], config: LoopGuardConfig = CONFIG, at: float = OBSERVED_AT) -> TraceJudge:
     """Replay ``calls`` through a fresh engine and judge again at ``at``."""
     return replay_calls(LoopEngine(config), calls, at)
 

@@ -35,7 +35,7 @@ from tests.support.rotel import RotelCollector
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 5.0
+WAIT = 60.0  # a deadline: every wait returns as soon as its condition holds
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,9 +49,9 @@ class Pipeline:
 
     def flush(self) -> None:
         """Push everything buffered out of the SDK now."""
-        assert self.tracer_provider.force_flush(5_000)
-        assert self.logger_provider.force_flush(5_000)
-        assert self.meter_provider.force_flush(5_000)
+        assert self.tracer_provider.force_flush(30_000)
+        assert self.logger_provider.force_flush(30_000)
+        assert self.meter_provider.force_flush(30_000)
 
     def shutdown(self) -> None:
         """Stop the export threads so nothing outlives the test."""
@@ -177,7 +177,7 @@ def test_collector_redelivers_after_backend_outage(
         output_mark = rotel.output_size()
         with built.tracer_provider.get_tracer("e2e").start_as_current_span("during outage"):
             pass
-        assert built.tracer_provider.force_flush(5_000)
+        assert built.tracer_provider.force_flush(30_000)
         if outage == "refuse":
             # Proof the outage was real: rotel tried and was turned away before we recover.
             assert otlp_receiver.wait_for(lambda r: r.refused("traces") >= 1, WAIT), rotel.diagnostics()
@@ -206,7 +206,7 @@ def _run_policy_probe(require: bool) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a deadline for a hang: a pytest run with the SDK and gRPC imported takes seconds, more when loaded
         check=False,
     )
 

@@ -26,7 +26,7 @@ from tests.support.rotel import RotelCollector
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 10.0
+WAIT = 60.0  # a deadline: every wait returns as soon as its condition holds
 ARGS = '{"query": "e2e-secret-arg"}'
 RESULT = "e2e-secret-result"
 
@@ -42,9 +42,9 @@ class Guarded:
 
     def flush(self) -> None:
         """Push spans, events and metrics out of the SDK now."""
-        assert self.tracer_provider.force_flush(5_000)
-        assert self.processor.force_flush(5_000)
-        assert self.meter_provider.force_flush(5_000)
+        assert self.tracer_provider.force_flush(30_000)
+        assert self.processor.force_flush(30_000)
+        assert self.meter_provider.force_flush(30_000)
 
     def shutdown(self) -> None:
         """Stop every export thread."""

@@ -24,13 +24,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.serve.server import Server
-from tests.support.collector_fixtures import REQUIRE_E2E, ROTEL_AGENT_OVERRIDE
+from tests.support.collector_fixtures import ROTEL_AGENT_OVERRIDE
+from tests.support.external import unavailable
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 10.0
+WAIT = 60.0  # a deadline: every wait returns as soon as its condition holds
 
 
 @pytest.fixture
@@ -62,10 +63,7 @@ def rotel_to_serve(
 ) -> Iterator[RotelCollector]:
     """A rotel agent whose OTLP exporter points at serve's gRPC receiver."""
     if rotel_unavailable_reason is not None:
-        message = f"rotel collector unavailable: {rotel_unavailable_reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"rotel collector unavailable: {rotel_unavailable_reason}")
     collector = RotelCollector(f"127.0.0.1:{serve[0].grpc_port}", agent=ROTEL_AGENT_OVERRIDE)
     collector.start()
     try:
@@ -105,7 +103,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
                 "gen_ai.tool.call.result": json.dumps({"hits": []}),
             }) as tool:
                 tool_span_ids.append(f"{tool.get_span_context().span_id:016x}")
-    assert tracer_provider.force_flush(5_000)
+    assert tracer_provider.force_flush(30_000)
     tracer_provider.shutdown()
 
     def stuck_event(r: RecordingOTLPReceiver) -> bool:
@@ -114,7 +112,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
 
     # The event leaves serve's batch log processor on the flush, once serve has judged the spans rotel forwarded.
     assert judged.wait(WAIT), rotel_to_serve.diagnostics()
-    assert logger_provider.force_flush(10_000)
+    assert logger_provider.force_flush(30_000)
     assert otlp_receiver.wait_for(stuck_event, timeout=WAIT), rotel_to_serve.diagnostics()
     record = next(r for r in otlp_receiver.log_records()
                   if r["event_name"] == "loopguard.verdict" and r["attributes"]["loopguard.verdict"] == "stuck")
@@ -124,7 +122,7 @@ def test_agent_without_processor_gets_verdict_through_rotel_and_serve(
     assert record["attributes"]["loopguard.verdict.previous"] == "working"
     assert record["severity_text"] == "WARN"
     assert record["resource"]["service.name"] == "otel-loopguard"
-    assert meter_provider.force_flush(10_000)
+    assert meter_provider.force_flush(30_000)
     assert otlp_receiver.wait_for(
         lambda r: {"loopguard.verdicts", "loopguard.tool_calls"} <= {p["name"] for p in r.metric_points()}, timeout=WAIT
     )

@@ -8,28 +8,38 @@ next tool result, and the run ends with ``LoopStopped`` and a clear status.
 from __future__ import annotations
 
 import asyncio
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 
-pydantic_ai = pytest.importorskip("pydantic_ai")
+from otel_loopguard import LoopGuardSpanProcessor, LoopStopped
+from otel_loopguard.harness import guard_tool
+from tests.support.external import require_module
 
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.capabilities import Instrumentation  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from otel_loopguard import LoopGuardSpanProcessor, LoopStopped  # noqa: E402
-from otel_loopguard.harness import guard_tool  # noqa: E402
+
+@pytest.fixture
+def pydantic_ai() -> ModuleType:
+    """The real pydantic-ai package (a test dependency: skipped without it locally, a failure in CI).
+
+    pydantic-ai is imported only after this fixture ran, inside the functions that use it.
+    """
+    return require_module("pydantic_ai", "pydantic-ai-slim")
 
 
 def _stubborn_model(seen_results: list[str]) -> FunctionModel:
     """A scripted model that searches for the same thing forever, recording what the tools told it."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         for message in messages[-1:]:
@@ -44,8 +54,11 @@ def _stubborn_model(seen_results: list[str]) -> FunctionModel:
     return FunctionModel(respond, model_name="stubborn-model")
 
 
-def test_pydantic_ai_agent_is_nudged_then_stopped() -> None:
+def test_pydantic_ai_agent_is_nudged_then_stopped(pydantic_ai: ModuleType) -> None:
     """The nudge arrives in the tool result after the third identical call; the fourth's aftermath stops the run."""
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
     logs = InMemoryLogRecordExporter()
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
@@ -60,7 +73,7 @@ def test_pydantic_ai_agent_is_nudged_then_stopped() -> None:
         return f"results for {query}: 18C, light rain"
 
     seen: list[str] = []
-    agent = Agent(
+    agent = pydantic_ai.Agent(
         _stubborn_model(seen),
         name="weather_agent",
         tools=[search],

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("opentelemetry.instrumentation.auto_instrumentation")
+from tests.support.external import require_module
+
+
+@pytest.fixture(autouse=True)
+def _auto_instrumentation() -> None:
+    """``opentelemetry-instrument`` needs the auto-instrumentation package (a test dependency: CI must have it)."""
+    require_module("opentelemetry.instrumentation.auto_instrumentation", "opentelemetry-instrumentation")
+
 
 _AGENT = textwrap.dedent(
     """

@@ -11,7 +11,7 @@ import threading
 from otel_loopguard import LoopGuardConfig, VerdictEvent
 from tests.processor.conftest import HarnessFactory
 
-WAIT = 10.0
+WAIT = 60.0  # a deadline: every wait returns as soon as its event is set
 
 
 def test_check_sees_the_latest_call_at_once(make_harness: HarnessFactory) -> None:

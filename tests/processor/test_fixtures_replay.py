@@ -10,10 +10,10 @@ import pytest
 from otel_loopguard import cli
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
+from tests.support.recorded_fixtures import judged_fixture_files
 from tests.support.span_replay import replay_spans
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
-FILES = sorted(p for p in FIXTURES.glob("*__*.json"))
+FILES = judged_fixture_files()
 STUCK = ("same_call_loop", "ping_pong", "reordered_keys")
 NEVER_STUCK = ("pagination", "healthy", "errors_then_success")
 
@@ -47,9 +47,12 @@ def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.Captu
     assert format(trace_id, "032x") == audit["trace_id"]
     events = [e for e in harness.events if e.trace_id == trace_id]
     assert len(events) == len(harness.events)
-    transitions = [{"step": e.transition.step, "from": e.transition.previous, "to": e.verdict.kind,
-                    "rule": e.verdict.rule, "period": e.verdict.period} for e in events if e.transition]
-    interventions = [e.intervention.as_dict() for e in events if e.intervention]
+    # audit --json numbers each call from 1 beside its 0-based step, and gives a period only to a stuck verdict.
+    transitions = [{"step": e.transition.step, "call": e.transition.step + 1, "from": e.transition.previous,
+                    "to": e.verdict.kind, "rule": e.verdict.rule,
+                    "period": e.verdict.period if e.verdict.kind == "stuck" else None}
+                   for e in events if e.transition]
+    interventions = [{**e.intervention.as_dict(), "call": e.intervention.step + 1} for e in events if e.intervention]
     assert transitions == audit["transitions"]
     assert interventions == audit["interventions"]
     final = events[-1].verdict.kind if events else "working"

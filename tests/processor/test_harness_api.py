@@ -40,7 +40,8 @@ def test_check_in_current_span_nudge_once_then_stop_stays(harness: Harness) -> N
 
 
 def test_check_and_verdict_by_trace_id(harness: Harness) -> None:
-    """``check(trace_id)`` and ``verdict(trace_id)`` work outside any span; unknown and finished traces answer none."""
+    """``check(trace_id)`` and ``verdict(trace_id)`` work outside any span; unknown traces answer none, finished
+    ones their last verdict (a nudge is not repeated after the root ended)."""
     h = harness
     agent = h.agent()
     trace_id = agent.get_span_context().trace_id
@@ -56,8 +57,24 @@ def test_check_and_verdict_by_trace_id(harness: Harness) -> None:
     assert h.processor.check(trace_id + 1).action == "none"
     assert h.processor.check().action == "none"  # no current span
     h.end(agent)
-    assert h.processor.verdict(trace_id) is None
+    assert h.processor.verdict(trace_id) == verdict
     assert h.processor.check(trace_id).action == "none"
+    assert h.processor.tracked_traces == 0
+
+
+def test_a_stopped_trace_stays_stopped_after_its_root_ended(harness: Harness) -> None:
+    """After the root ends, verdict() still answers and check() still says stop for a stopped trace."""
+    h = harness
+    agent = h.agent()
+    trace_id = agent.get_span_context().trace_id
+    for _ in range(4):  # stuck and nudged at the third identical call, stopped at the fourth
+        h.tool(agent)
+    h.end(agent)
+    assert h.processor.tracked_traces == 0
+    stop = h.processor.check(trace_id)
+    assert (stop.action, stop.step) == ("stop", 3)
+    verdict = h.processor.verdict(trace_id)
+    assert verdict is not None and verdict.kind == "stuck"
 
 
 def test_listeners_receive_events(harness: Harness) -> None:

@@ -1,9 +1,13 @@
 """A real export path around the processor: SDK batch processors and OTLP/gRPC exporters for spans, logs and
-metrics, with small delays so outage tests run fast; plus an agent workload that times every tool span."""
+metrics, with small delays so outage tests run fast; plus an agent workload that times every tool span and counts
+the exports made on its own thread."""
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +34,7 @@ class OtlpPipeline:
     Attributes:
         sdk_metrics: a reader for the SDK's own processor metrics (``otel.sdk.processor.log.processed`` counts
             dropped log records with ``error.type=queue_full``; needs ``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED``).
+        exports: calls of the three OTLP exporters' ``export``, by the ident of the thread that made them.
     """
 
     tracer_provider: TracerProvider
@@ -39,6 +44,25 @@ class OtlpPipeline:
     sdk_metrics: InMemoryMetricReader
     sdk_meter_provider: MeterProvider
     events: list[VerdictEvent] = field(default_factory=list)
+    exports: Counter[int] = field(default_factory=Counter)
+    exports_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_exports(self, exporter: Any) -> Any:
+        """Wrap ``exporter.export`` (on this instance only) to count its calls by thread; returns the exporter."""
+        export = exporter.export
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self.exports_lock:
+                self.exports[threading.get_ident()] += 1
+            return export(*args, **kwargs)
+
+        exporter.export = counted
+        return exporter
+
+    def exports_on_this_thread(self) -> int:
+        """Export calls made so far on the calling thread."""
+        with self.exports_lock:
+            return self.exports[threading.get_ident()]
 
     def shutdown(self) -> float:
         """Shut every provider down; returns the seconds it took."""
@@ -76,16 +100,19 @@ def build_otlp_pipeline(
     resource = Resource.create({"service.name": service})
     sdk_metrics = InMemoryMetricReader()
     sdk_meter_provider = MeterProvider(metric_readers=[sdk_metrics], shutdown_on_exit=False)
+    log_exporter = OTLPLogExporter(endpoint=endpoint, insecure=True, timeout=timeout)
+    metric_exporter = OTLPMetricExporter(endpoint=endpoint, insecure=True, timeout=timeout)
+    span_exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=timeout)
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(
-        OTLPLogExporter(endpoint=endpoint, insecure=True, timeout=timeout),
+        log_exporter,
         schedule_delay_millis=schedule_delay_millis, max_queue_size=max_queue_size, max_export_batch_size=min(512, max_queue_size),
         meter_provider=sdk_meter_provider,
     ))
     meter_provider = MeterProvider(
         resource=resource, shutdown_on_exit=False,
         metric_readers=[PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=endpoint, insecure=True, timeout=timeout),
+            metric_exporter,
             export_interval_millis=metric_interval_millis, export_timeout_millis=timeout * 1000,
         )],
     )
@@ -96,42 +123,57 @@ def build_otlp_pipeline(
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer_provider.add_span_processor(processor)
     tracer_provider.add_span_processor(BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=timeout), schedule_delay_millis=50,
-        meter_provider=sdk_meter_provider,
+        span_exporter, schedule_delay_millis=50, meter_provider=sdk_meter_provider,
     ))
     pipeline = OtlpPipeline(tracer_provider, logger_provider, meter_provider, processor, sdk_metrics,
                             sdk_meter_provider)
+    for exporter in (log_exporter, metric_exporter, span_exporter):
+        pipeline.record_exports(exporter)
     processor.add_listener(pipeline.events.append)
     return pipeline
 
 
 @dataclass(frozen=True)
 class Timings:
-    """Per-tool-span cost on the agent's thread: CPU (``thread_time``) and wall time of start + end, in seconds."""
+    """Per-tool-span cost on the agent's thread: CPU (``thread_time``) and wall time of start + end, in seconds; and
+    how many exports the agent's thread made itself while it ran the spans (the batch processors' threads export)."""
 
     cpu: tuple[float, ...]
     wall: tuple[float, ...]
+    inline_exports: int = 0
 
 
 def agent_loop(pipeline: OtlpPipeline, traces: int, calls: int = 6, *, arguments: Any = None,
                result: Any = "no results") -> Timings:
-    """Run ``traces`` stuck agent runs of ``calls`` identical tool calls each, timing every tool span."""
+    """Run ``traces`` stuck agent runs of ``calls`` identical tool calls each, timing every tool span.
+
+    Automatic garbage collection is off while the spans run (and back on after): a full collection of the test
+    process's heap takes 30-90 ms of CPU, holds the GIL throughout and, on a loaded machine, 0.2-1.2 s of wall time;
+    it stalls whichever span allocates or waits for the GIL at that moment, which says nothing about exports.
+    """
     tracer = pipeline.tracer_provider.get_tracer("agent")
     cpu: list[float] = []
     wall: list[float] = []
-    for i in range(traces):
-        with tracer.start_as_current_span("invoke_agent", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}):
-            for _ in range(calls):
-                c0, w0 = time.thread_time(), time.perf_counter()
-                span = tracer.start_span("execute_tool search", attributes={
-                    **TOOL, "gen_ai.tool.name": "search",
-                    "gen_ai.tool.call.arguments": arguments if arguments is not None else f'{{"q": "run {i}"}}',
-                    "gen_ai.tool.call.result": result})
-                span.end()
-                cpu.append(time.thread_time() - c0)
-                wall.append(time.perf_counter() - w0)
-    return Timings(tuple(cpu), tuple(wall))
+    exports_before = pipeline.exports_on_this_thread()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(traces):
+            with tracer.start_as_current_span("invoke_agent", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}):
+                for _ in range(calls):
+                    c0, w0 = time.thread_time(), time.perf_counter()
+                    span = tracer.start_span("execute_tool search", attributes={
+                        **TOOL, "gen_ai.tool.name": "search",
+                        "gen_ai.tool.call.arguments": arguments if arguments is not None else f'{{"q": "run {i}"}}',
+                        "gen_ai.tool.call.result": result})
+                    span.end()
+                    cpu.append(time.thread_time() - c0)
+                    wall.append(time.perf_counter() - w0)
+    finally:
+        if collecting:
+            gc.enable()
+    return Timings(tuple(cpu), tuple(wall), pipeline.exports_on_this_thread() - exports_before)
 
 
 def verdict_keys(pipeline: OtlpPipeline) -> set[tuple[str, int, str]]:

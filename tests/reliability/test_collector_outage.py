@@ -24,19 +24,30 @@ from tests.support.rotel import RotelCollector
 pytestmark = pytest.mark.e2e
 
 TRACES = 60  # 6 identical calls each: a nudge and a stop per trace, 120 verdict events
-ARRIVAL = 20.0  # rotel retries every 100-500 ms, the SDK exporter backs off 1 s, 2 s, 4 s ...
-# Per tool span on the agent's thread: an outage may cost at most this factor over the healthy median CPU
-# (plus 50 us of scheduler noise), and no single span may take long enough to have waited on an export: a blocked
-# export waits out the SDK's retry backoff (1 s first), so 1 s tells a wait from the scheduler pauses a loaded
-# 2-core CI machine shows now and then (one span once took 274 ms there).
+# A deadline, not a wait: rotel retries every 100-500 ms and the SDK exporter backs off 1 s, 2 s, 4 s ..., so the
+# events usually arrive within seconds; the tests go on as soon as they have.
+ARRIVAL = 60.0
+# Per tool span on the agent's thread, an outage may cost at most this factor over the healthy median CPU of the
+# same run, plus 50 us. CPU time is what the thread itself used, so load on the machine barely moves it: with three
+# busy loops on two cores the outage/healthy ratio of medians (about 25 us) ranged from 0.54 to 1.60.
 CPU_FACTOR = 1.5
-BLOCKED = 1.0
+# No tool span waits on an export. Counted, which proves it whatever the load: the agent's thread never calls an
+# exporter itself (the batch processors' threads do; a SimpleSpanProcessor would make 70 calls in 10 traces).
+# Timed as well, which would also catch a wait on something an export holds: a blocked export waits out the SDK's
+# retry backoff (0.8-1.2 s, then 2 s, 4 s while the outage lasts). No span may take BLOCKED seconds, or PAUSE_FACTOR
+# times the slowest healthy span of the same run if that is longer. Garbage collection is off while spans are timed
+# (see agent_loop); what remains on a loaded machine are scheduler stalls of single spans: 274 ms once in CI, and
+# with three busy loops on two cores (load average 15-20) 1.17 s once in 30 runs, under 0.6 s in the others.
+BLOCKED = 2.0
+PAUSE_FACTOR = 4
 
 
 def _check_not_slowed(healthy: Timings, outage: Timings) -> None:
     base, during = statistics.median(healthy.cpu), statistics.median(outage.cpu)
     assert during <= base * CPU_FACTOR + 50e-6, f"median CPU per span {during * 1e6:.0f} us vs {base * 1e6:.0f} us"
-    assert max(outage.wall) < BLOCKED, f"a tool span took {max(outage.wall) * 1e3:.0f} ms"
+    assert outage.inline_exports == 0
+    limit = max(BLOCKED, PAUSE_FACTOR * max(healthy.wall))
+    assert max(outage.wall) < limit, f"a tool span took {max(outage.wall) * 1e3:.0f} ms (limit {limit * 1e3:.0f} ms)"
 
 
 def _all_arrive(pipeline: OtlpPipeline, receiver: RecordingOTLPReceiver) -> bool:
@@ -75,7 +86,9 @@ def test_nothing_listening_neither_slows_nor_breaks_the_agent(
     assert dead.processor.errors == 0
     # 480 events into a 64-slot queue whose worker is stuck retrying: the overflow is counted, not kept.
     assert dead.dropped_logs() > 0
-    assert dead.shutdown() < 10.0
+    # Each exporter gives up after its 1 s timeout: 1-2.3 s measured with three busy loops on two cores. With the
+    # default 10 s timeout it takes about 25 s (README), and a shutdown that hangs never returns.
+    assert dead.shutdown() < 20.0
 
 
 def test_collector_down_then_back_delivers_events_emitted_while_down(

@@ -29,9 +29,9 @@ from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.judge import TraceReport
 from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
+from tests.support.recorded_fixtures import judged_fixture_files
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp"
-FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.json") if not p.name.startswith("MANIFEST"))
+FIXTURE_FILES = judged_fixture_files()
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 Item = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # (resource, scope, span) of one span
@@ -122,7 +122,7 @@ def post(port: int, body: bytes, content_type: str, *, gzip_body: bool = False,
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, headers=all_headers,
                                      method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read(), response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), exc.headers.get("Content-Type", "")
@@ -132,7 +132,7 @@ def grpc_export(port: int, body: bytes, *, compression: grpc.Compression | None 
     """Send one serialised request over OTLP/gRPC (raises grpc.RpcError on failure)."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         export = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
-        export(body, timeout=10, compression=compression)
+        export(body, timeout=60, compression=compression)
 
 
 def audit_reports(paths: Iterable[Path] = FIXTURE_FILES) -> dict[str, dict[str, Any]]:
@@ -202,8 +202,8 @@ class Harness:
             self.reports.append(report)
             self._cond.notify_all()
 
-    def wait_reports(self, count: int, timeout: float = 10.0) -> bool:
-        """Block until ``count`` traces were finished."""
+    def wait_reports(self, count: int, timeout: float = 60.0) -> bool:
+        """Block until ``count`` traces were finished (a deadline: returns as soon as they are)."""
         with self._cond:
             return self._cond.wait_for(lambda: len(self.reports) >= count, timeout)
 

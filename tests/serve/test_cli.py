@@ -42,7 +42,7 @@ def test_sigterm_drains_pending_verdict_and_exits_zero() -> None:
             assert status == 200
             assert receiver.received("logs") == []
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=20) == 0
+            assert proc.wait(timeout=60) == 0
             rest = proc.stderr.read()
         finally:
             if proc.poll() is None:

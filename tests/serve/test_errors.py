@@ -11,7 +11,7 @@ import pytest
 from google.rpc import status_pb2
 
 from otel_loopguard import cli
-from otel_loopguard.serve.server import DEFAULT_GRPC, DEFAULT_HTTP, Server
+from otel_loopguard.serve.server import DEFAULT_GRPC, DEFAULT_HTTP, Server, command_settings
 
 from ._support import FIXTURE_FILES, Harness, grpc_export, post, to_proto
 
@@ -92,7 +92,7 @@ def test_wrong_path_gets_404_and_broken_connection_is_survived() -> None:
         request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/logs", data=b"{}",
                                          headers={"Content-Type": "application/json"}, method="POST")
         with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(request, timeout=5)
+            urllib.request.urlopen(request, timeout=60)
         assert info.value.code == 404
         _still_serves(h)
 
@@ -112,8 +112,9 @@ def test_grpc_malformed_is_invalid_argument_and_oversized_is_resource_exhausted(
 def test_binds_loopback_by_default() -> None:
     """The command's and the Server's default addresses are 127.0.0.1, and a bound receiver reports it."""
     args = cli.build_parser().parse_args(["serve"])
-    assert args.grpc == DEFAULT_GRPC == "127.0.0.1:4317"
-    assert args.http == DEFAULT_HTTP == "127.0.0.1:4318"
+    command = command_settings(args, {})
+    assert command.grpc == DEFAULT_GRPC == "127.0.0.1:4317"
+    assert command.http == DEFAULT_HTTP == "127.0.0.1:4318"
     with Server(grpc_address="", http_address="127.0.0.1:0") as server:
         assert server.http_host == "127.0.0.1"
         assert server.grpc_port is None

@@ -90,9 +90,10 @@ def test_out_of_order_tool_span_rejudges_trace(items: list) -> None:
     with Harness() as h:
         post(h.server.http_port, to_proto(request_dict(rest)), "application/x-protobuf")
         post(h.server.http_port, to_proto(request_dict([first])), "application/x-protobuf")
-        stats = h.server.stats()
+        # The late span is judged at once (provisional); the exact re-judge happens when the trace finishes.
+        assert (h.server.stats().reordered_traces, h.server.stats().rejudged_traces) == (1, 0)
         h.server.finish_all()
-        assert stats.rejudged_traces == 1
+        assert h.server.stats().rejudged_traces == 1
         assert as_reference(h.reports) == reference
 
 
@@ -112,7 +113,7 @@ def test_partition_by_trace_across_two_servers(seed: int, items: list, reference
         split = as_reference(left.reports) | as_reference(right.reports)
         assert len(left.reports) + len(right.reports) == len(one.reports) == 49
         assert split == as_reference(one.reports) == reference
-        assert sorted(map(event_key, left.events + right.events)) == sorted(map(event_key, one.events))
+        assert sorted(map(event_key, left.events + right.events), key=repr) == sorted(map(event_key, one.events), key=repr)
 
 
 def _flatten(doc: dict) -> list:

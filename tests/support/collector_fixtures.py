@@ -1,10 +1,10 @@
 """Pytest fixtures for tests that need a real collector: rotel forwarding to a recording OTLP receiver.
 
 Registered for the whole suite from ``tests/conftest.py``. When rotel cannot run here the tests that need it are
-skipped, unless ``LOOPGUARD_REQUIRE_E2E=1`` (set in CI), in which case they fail with the reason.
-``LOOPGUARD_E2E_ROTEL_AGENT`` points at a different ``rotel-agent`` binary (a missing path exercises the policy).
-Both variables are read at import, at collection time: the autouse fixture in ``tests/conftest.py`` removes every
-``LOOPGUARD_*`` variable before each test runs.
+skipped, unless ``LOOPGUARD_REQUIRE_E2E=1`` (set in CI), in which case they fail with the reason
+(:func:`tests.support.external.unavailable`). ``LOOPGUARD_E2E_ROTEL_AGENT`` points at a different ``rotel-agent``
+binary (a missing path exercises the policy); it is read at import, at collection time: the autouse fixture in
+``tests/conftest.py`` removes every ``LOOPGUARD_*`` variable before each test runs.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.external import unavailable
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.rotel import RotelCollector, rotel_available
 
-REQUIRE_E2E = os.environ.get("LOOPGUARD_REQUIRE_E2E", "").strip() == "1"
 ROTEL_AGENT_OVERRIDE = os.environ.get("LOOPGUARD_E2E_ROTEL_AGENT") or None
 
 
@@ -56,10 +56,7 @@ def rotel(
     is printed, so it shows in the report; on success its temp files are removed.
     """
     if rotel_unavailable_reason is not None:
-        message = f"rotel collector unavailable: {rotel_unavailable_reason}"
-        if REQUIRE_E2E:
-            pytest.fail(f"{message} (LOOPGUARD_REQUIRE_E2E=1 makes this a failure)", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"rotel collector unavailable: {rotel_unavailable_reason}")
     collector = RotelCollector(otlp_receiver.endpoint, agent=ROTEL_AGENT_OVERRIDE)
     try:
         collector.start()

@@ -216,8 +216,9 @@ class RecordingOTLPReceiver:
         with self._cond:
             return self._refused[kind]
 
-    def wait_for(self, predicate: Callable[[RecordingOTLPReceiver], bool], timeout: float = 5.0) -> bool:
-        """Block until ``predicate(self)`` holds or ``timeout`` seconds pass.
+    def wait_for(self, predicate: Callable[[RecordingOTLPReceiver], bool], timeout: float = 60.0) -> bool:
+        """Block until ``predicate(self)`` holds or ``timeout`` seconds pass (a deadline for a loaded machine: the
+        call returns as soon as the predicate holds).
 
         The predicate is re-evaluated after every accepted or refused request, under the recording lock, so it
         may call :meth:`spans` and the other views.

@@ -110,7 +110,7 @@ class RotelCollector:
         retry_max_backoff: str = "500ms",
         retry_max_elapsed_time: str = "30s",
         extra_args: tuple[str, ...] = (),
-        ready_timeout: float = 10.0,
+        ready_timeout: float = 60.0,
         agent: str | os.PathLike[str] | None = None,
     ) -> None:
         self._agent = agent
@@ -231,7 +231,7 @@ class RotelCollector:
         self.stop()
         return self.start()
 
-    def wait_for_output(self, text: str, timeout: float = 5.0, *, after: int = 0) -> bool:
+    def wait_for_output(self, text: str, timeout: float = 60.0, *, after: int = 0) -> bool:
         """Wait until the agent has written ``text`` (e.g. ``"Exporting failed"``) to its output.
 
         rotel offers no event for its internal state, so this polls its output file every 20 ms.

@@ -1,0 +1,89 @@
+"""What both OTLP receivers share: content types, the sink they feed, gzip within limits, error bodies.
+
+No server library is imported here, so the gRPC receiver does not need the HTTP one's.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable
+
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from ..conventions.span import SpanRecord
+from ..errors import InputError
+from ..otlp.proto import decode_proto_request
+from ..otlp.read import decode_json_request
+
+TRACES_PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+# google.rpc.Code values used in error answers.
+INVALID_ARGUMENT = 3
+NOT_FOUND = 5
+RESOURCE_EXHAUSTED = 8
+UNIMPLEMENTED = 12
+INTERNAL = 13
+DEADLINE_EXCEEDED = 4
+UNAUTHENTICATED = 16
+
+EMPTY_PROTO_RESPONSE = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+
+# Called with the decoded spans and the raw (decompressed) body and its content type (for forwarding).
+Sink = Callable[[list[SpanRecord], bytes, str], None]
+
+
+class RequestTooLarge(Exception):
+    """The body (or its decompressed form) is over the server's limit."""
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """Decompress a gzip body, every member of it, refusing to inflate past ``limit`` bytes in all.
+
+    A gzip file may hold several members one after the other (RFC 1952 section 2.2; ``cat a.gz b.gz``, and
+    streaming compressors that flush a member at a time); its content is their concatenation.
+
+    Raises:
+        RequestTooLarge: the decompressed body is over ``limit``.
+        InputError: the body is not valid gzip, or ends inside a member.
+    """
+    out = bytearray()
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            # len(out) <= limit here, so max_length >= 1 (0 would mean "no limit" to zlib).
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise InputError(f"bad gzip body: {exc}", source="request") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise RequestTooLarge()
+        if not inflater.eof:
+            raise InputError("truncated gzip body", source="request")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+
+
+def decode(body: bytes, content_type: str, encoding: str, limit: int) -> tuple[list[SpanRecord], bytes]:
+    """Decompress (``gzip`` or ``identity``) and decode a trace request; returns the spans and the plain body.
+
+    Raises:
+        RequestTooLarge: the decompressed body is over ``limit``.
+        InputError: the body is malformed.
+    """
+    if encoding == "gzip":
+        body = gunzip(body, limit)
+    spans = decode_json_request(body) if content_type == JSON else decode_proto_request(body)
+    return spans, body
+
+
+def status_body(content_type: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` in the request's encoding (protobuf, or JSON for JSON requests)."""
+    if content_type == JSON:
+        return json.dumps({"code": code, "message": message}).encode()
+    body: bytes = status_pb2.Status(code=code, message=message).SerializeToString()
+    return body
