@@ -210,7 +210,14 @@ class LoopEngine:
             continues = (call.lease is None and waited is not None and waited.tool == entry.tool
                          and self._signatures.same_signature(waited, entry))
             self._lease.update(lease, call.lease, continues=continues, call=entry)
-        self._frequency_update(state._frequency, entry, window.push(entry))
+        # The window: the oldest call leaves a full one.
+        evicted = calls[0] if len(calls) == calls.maxlen else None
+        calls.append(entry)
+        if entry.incomplete:
+            window.last_incomplete = index
+        if not entry.permanent:
+            window.last_not_permanent = index
+        self._frequency_update(state._frequency, entry, evicted)
 
         return self._judge(state, now, repeats, entry)  # type: ignore[return-value]  # never None with a call
 

@@ -30,32 +30,28 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from msgspec import Struct, field
+
 from .model import RULE_FREQUENCY
 from .window import Call, Repetition, Signatures
 
 __all__ = ["FrequencyDetector", "FrequencyState"]
 
 
-class _Count:
+class _Count(Struct, gc=False):
     """Calls of one tool (or of one fingerprint) in the window, and those of them not sorted a level down yet (oldest
-    first)."""
+    first). A struct built in C: one is made per fingerprint of a frequent tool's calls."""
 
-    __slots__ = ("count", "waiting")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.waiting: deque[Call] = deque()
+    count: int = 0
+    waiting: deque[Call] = field(default_factory=deque)
 
 
-class _Group:
+class _Group(Struct, gc=False):
     """The window's calls with one signature, oldest first, and how many lack evidence or are not permanent failures."""
 
-    __slots__ = ("calls", "incomplete", "not_permanent")
-
-    def __init__(self) -> None:
-        self.calls: deque[Call] = deque()
-        self.incomplete = 0
-        self.not_permanent = 0
+    calls: deque[Call] = field(default_factory=deque)
+    incomplete: int = 0
+    not_permanent: int = 0
 
 
 class FrequencyState:
@@ -65,7 +61,8 @@ class FrequencyState:
 
     def __init__(self) -> None:
         self.tools: dict[str, _Count] = {}
-        self.buckets: dict[tuple[str, Any], _Count] = {}
+        # A fingerprint held by one call maps to that call (most fingerprints of a tool with many arguments).
+        self.buckets: dict[tuple[str, Any], _Count | Call] = {}
         self.groups: dict[tuple[str, str], _Group] = {}
 
 
@@ -137,15 +134,24 @@ class FrequencyDetector:
                     key = (tool, bucket_of(call))
                     last_raw = raw
                 call.bucket = key
-                fingerprint = buckets.get(key)
-                if fingerprint is None:
-                    fingerprint = buckets[key] = _Count()
-                fingerprint.count += 1
-                fingerprint.waiting.append(call)
+                held = buckets.get(key)
+                if held is None:
+                    buckets[key] = call
+                elif isinstance(held, _Count):
+                    held.count += 1
+                    held.waiting.append(call)
+                else:
+                    buckets[key] = _Count(2, deque((held, call)))
         bucket = current.bucket
-        fingerprint = buckets[bucket]
-        if fingerprint.count < limit:
-            return None  # nor more frequent than its fingerprint
+        held = buckets[bucket]
+        if isinstance(held, _Count):
+            fingerprint = held
+            if fingerprint.count < limit:
+                return None  # nor more frequent than its fingerprint
+        elif limit > 1:
+            return None  # the only call with its fingerprint
+        else:
+            fingerprint = buckets[bucket] = _Count(1, deque((current,)))
         groups = state.groups
         waiting = fingerprint.waiting
         if waiting:
@@ -174,6 +180,9 @@ def _forget(state: FrequencyState, call: Call, key: Any) -> None:
     """Uncount a call sorted by fingerprint (key ``key``) that left the window."""
     buckets = state.buckets
     fingerprint = buckets[key]
+    if not isinstance(fingerprint, _Count):  # the only call with its fingerprint
+        del buckets[key]
+        return
     fingerprint.count -= 1
     group_key = call.group
     if group_key is None:

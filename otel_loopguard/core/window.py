@@ -99,7 +99,8 @@ class Call(Struct, gc=False):
 class Window:
     """The last ``size`` calls of one trace, and where the last incomplete and the last non-permanent call were.
 
-    Per-trace state, held by :class:`~.engine.TraceState`.
+    Per-trace state, held by :class:`~.engine.TraceState`; the engine appends each call (the oldest leaves a full
+    window) and hands the one that left to the frequency detector.
     """
 
     __slots__ = ("calls", "last_incomplete", "last_not_permanent")
@@ -109,17 +110,6 @@ class Window:
         # Index of the last call without complete evidence, and of the last call that was not a permanent failure.
         self.last_incomplete = -(10**9)
         self.last_not_permanent = -(10**9)
-
-    def push(self, call: Call) -> Call | None:
-        """Append ``call``; returns the oldest call when it left a full window, else None."""
-        calls = self.calls
-        evicted = calls[0] if len(calls) == calls.maxlen else None
-        calls.append(call)
-        if call.incomplete:
-            self.last_incomplete = call.index
-        if not call.permanent:
-            self.last_not_permanent = call.index
-        return evicted
 
 
 class Repetition:
