@@ -96,6 +96,8 @@ class FrequencyDetector:
             key = evicted.bucket
             if key is None:
                 counted.waiting.popleft()
+            elif state.buckets[key] is evicted:  # the only call with its fingerprint
+                del state.buckets[key]
             else:
                 _forget(state, evicted, key)
             if not counted.count:
@@ -180,9 +182,7 @@ def _forget(state: FrequencyState, call: Call, key: Any) -> None:
     """Uncount a call sorted by fingerprint (key ``key``) that left the window."""
     buckets = state.buckets
     fingerprint = buckets[key]
-    if not isinstance(fingerprint, _Count):  # the only call with its fingerprint
-        del buckets[key]
-        return
+    assert isinstance(fingerprint, _Count)  # a lone call is uncounted by the caller
     fingerprint.count -= 1
     group_key = call.group
     if group_key is None:

@@ -361,16 +361,16 @@ def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Call
     if kept.keys() >= value.keys():
         # Every key is known to stay: the plain members are picked in C, without a Python step per member.
         return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
-    gone = set()
+    gone = []
     for key in value:
         if key not in kept:
             if dropped(key):
-                gone.add(key)
+                gone.append(key)
             else:
                 kept.put(key, None)
-    return hash(frozenset([
-        (key, member) for key, member in value.items() if member.__class__ in _PLAIN_SCALARS and key not in gone
-    ]))
+    for key in gone:  # the decoder's own fresh dict: dropping in place is safe
+        del value[key]
+    return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
 
 
 class Normalizer:

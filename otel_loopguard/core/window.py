@@ -268,7 +268,9 @@ class Signatures:
                 if raw is None:
                     if call.canon[:1] == "{":  # type: ignore[index]
                         return shape
-                elif raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
+                elif len(raw) <= 2 * _MAX_BRACKETS or raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
+                    # (a text msgspec read closes every bracket it opens, so one of at most 128 characters nests at
+                    # most 64 deep: its canonical text is an object, whichever path the canonicaliser takes)
                     return shape
             canon = canonical(call)
             if canon[:1] == "{":
