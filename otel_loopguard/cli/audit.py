@@ -6,7 +6,6 @@ import argparse
 import json
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import IO, Any
@@ -24,12 +23,13 @@ from .options import (
     EXIT_FOUND,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    ErrorLine,
+    StatusLine,
     detector_options,
     input_options,
     load_config,
     painter,
     printable,
-    write_error,
 )
 
 _EXAMPLES = """examples:
@@ -61,14 +61,8 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard audit``; returns the exit status."""
     config = load_config(args)
-    failed = False
     status = EXIT_OK
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
-
+    on_error = ErrorLine()
     options = AuditOptions(at=args.at, on_error=on_error, max_buffer_bytes=args.max_buffer_mb << 20,
                            max_input_bytes=args.max_input_bytes or None)
     color = sys.stdout.isatty() and not args.json
@@ -98,32 +92,20 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if progress:
         progress.clear()
-    return EXIT_ERROR if failed else status
+    return EXIT_ERROR if on_error.failed else status
 
 
-class _Progress:
-    """A one-line count of audited traces on a terminal, redrawn at most five times a second."""
+class _Progress(StatusLine):
+    """A one-line count of audited traces on a terminal."""
 
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
         self._traces = 0
-        self._drawn = 0.0
-        self._shown = False
 
     def tick(self, source: str) -> None:
         self._traces += 1
-        now = time.monotonic()
-        if now - self._drawn >= 0.2:
-            self._drawn = now
-            self._stream.write(f"\r\x1b[Kaudited {self._traces} trace(s); reading {source}")
-            self._stream.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._shown = False
+        if self.due():
+            self.draw(f"audited {self._traces} trace(s); reading {source}")
 
 
 class AuditOptions:
@@ -370,6 +352,8 @@ def format_report(report: TraceReport, color: bool = False) -> str:
         timeline.append((i.step, 1, f"  call {i.step + 1}: {paint(i.action)}: {printable(i.message)}"))
     timeline.sort(key=lambda item: item[:2])
     lines.extend(text for _, _, text in timeline)
+    # Why spans that look like an agent's could not be read (keys and README section; no attribute values).
+    lines.extend(f"  unread: {printable(unread['message'])}" for unread in report.unread)
     return "\n".join(lines) + "\n"
 
 

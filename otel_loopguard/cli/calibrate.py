@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
@@ -32,16 +32,11 @@ from ..core.calibrate import (
     parse_axis_text,
     read_calibrate_table,
 )
-from ..core.config import LoopGuardConfig
+from ..core.config import LoopGuardConfig, read_config_toml
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, write_error
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from .options import EXIT_ERROR, EXIT_OK, ErrorLine, StatusLine, expand_paths
 
 __all__ = ["LabelRules", "read_manifest", "read_traces", "register", "run"]
 
@@ -201,18 +196,6 @@ def read_manifest(path: str, rules: LabelRules) -> dict[str, str]:
 # -- reading ---------------------------------------------------------------------------------------------------
 
 
-def _expand(paths: Iterable[str]) -> Iterator[str]:
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith("."):
-                        yield os.path.join(root, name)
-        else:
-            yield path
-
-
 class _Held:
     """One trace while the input is read."""
 
@@ -285,7 +268,7 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
     steps_files: dict[str, tuple[list[Step], float | None, int | None, str | None]] = {}
     order: list[int | str] = []
     for top, dir_label in labelled_paths:
-        for path in _expand([top]):
+        for path in expand_paths([top]):
             try:
                 if _sniff_steps(path):
                     doc = load_steps(path)
@@ -392,27 +375,12 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
 # -- the command -----------------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """A one-line count of swept settings on a terminal, redrawn at most five times a second."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._drawn = 0.0
-        self._shown = False
+class _Progress(StatusLine):
+    """A one-line count of swept settings on a terminal."""
 
     def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._drawn >= 0.2 or done == total:
-            self._drawn = now
-            self._stream.write(f"\r\x1b[Kswept {done} of {total} settings")
-            self._stream.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._shown = False
+        if self.due(force=done == total):
+            self.draw(f"swept {done} of {total} settings")
 
 
 def _default_jobs() -> int:
@@ -428,15 +396,7 @@ def _config_path(args: argparse.Namespace) -> str | None:
 
 
 def _base_data(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return {} if path is None else read_config_toml(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -465,13 +425,7 @@ def run(args: argparse.Namespace) -> int:
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
-    failed = False
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
-
+    on_error = ErrorLine()
     inputs: list[tuple[str, str | None]] = [(p, INCIDENT) for p in args.incidents]
     inputs += [(p, HEALTHY) for p in args.healthy]
     inputs += [(p, None) for p in args.paths]
@@ -528,7 +482,7 @@ def run(args: argparse.Namespace) -> int:
         if plot_to:
             out.write(f"drew the picture in {plot_to}\n")
     out.flush()
-    return EXIT_ERROR if failed else EXIT_OK
+    return EXIT_ERROR if on_error.failed else EXIT_OK
 
 
 def _file_header(result: Calibration, config_path: str | None) -> list[str]:
@@ -593,25 +547,21 @@ def format_table(result: Calibration, out: IO[str], top: int) -> None:
     extra = result.trade_off
     headers = ["rank", *(_short(a) for a in axes), "caught", "delay to stuck", "stopped", "delay to stop",
                "false stuck", "false stops"]
-    table = []
-    for r in rows:
+
+    def row(r: SettingResult) -> list[str]:
         values = r.setting.as_dict()
         mark = "*" if r is result.recommendation else ("+" if r is extra else "")
-        table.append([
+        return [
             f"{r.rank}{mark}", *(_text(values[a]) for a in axes),
             _count_cell(len(r.caught), r.incidents), _delay_cell(r, False, result.priced),
             _count_cell(len(r.stopped), r.incidents), _delay_cell(r, True, result.priced),
             _count_cell(len(r.false_stuck), r.healthy), _count_cell(len(r.false_stops), r.healthy),
-        ])
+        ]
+
+    table = [row(r) for r in rows]
     if extra is not None and extra not in rows:
         table.append(["..."] + [""] * (len(headers) - 1))
-        values = extra.setting.as_dict()
-        table.append([
-            f"{extra.rank}+", *(_text(values[a]) for a in axes),
-            _count_cell(len(extra.caught), extra.incidents), _delay_cell(extra, False, result.priced),
-            _count_cell(len(extra.stopped), extra.incidents), _delay_cell(extra, True, result.priced),
-            _count_cell(len(extra.false_stuck), extra.healthy), _count_cell(len(extra.false_stops), extra.healthy),
-        ])
+        table.append(row(extra))
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
     for line in [headers, *table]:
         out.write("  ".join(c.rjust(w) for c, w in zip(line, widths)).rstrip() + "\n")

@@ -1,14 +1,18 @@
-"""What every command shares: exit statuses, detector options, loading the configuration, error lines, colours."""
+"""What every command shares: exit statuses, detector options, loading the configuration, input paths, error
+lines, colours, a progress line."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 from ..core.config import LoopGuardConfig
 from ..errors import InputError
+from ..otlp.read import STDIN
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -61,10 +65,38 @@ def load_config(args: argparse.Namespace) -> LoopGuardConfig:
     return LoopGuardConfig.load(getattr(args, "config", None), **overrides)
 
 
+def expand_paths(paths: Iterable[str]) -> Iterator[str]:
+    """Each path, a directory replaced by its files (sorted, recursively; hidden files and directories skipped).
+
+    ``-`` (standard input) stays itself even when a directory of that name exists.
+    """
+    for path in paths:
+        if path != STDIN and os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield os.path.join(root, name)
+        else:
+            yield path
+
+
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
     # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
     (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
+
+
+class ErrorLine:
+    """An ``on_error`` callback: writes each input error as one line (:func:`write_error`) and remembers that one
+    was met (``failed``), so that the command can exit with :data:`EXIT_ERROR` after reading everything else."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def __call__(self, exc: InputError) -> None:
+        self.failed = True
+        write_error(exc)
 
 
 # Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
@@ -87,3 +119,33 @@ def painter(color: bool) -> Callable[[str], str]:
     if not color:
         return lambda text: text
     return lambda text: f"\x1b[{COLORS.get(text, '0')}m{text}\x1b[0m"
+
+
+class StatusLine:
+    """One line of progress on a terminal, redrawn at most five times a second and erased by :meth:`clear`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._drawn = 0.0
+        self._shown = False
+
+    def due(self, force: bool = False) -> bool:
+        """Whether to draw now (a fifth of a second since the last drawing, or ``force``); if so, counts as drawn."""
+        now = time.monotonic()
+        if force or now - self._drawn >= 0.2:
+            self._drawn = now
+            return True
+        return False
+
+    def draw(self, text: str) -> None:
+        """Replace the line with ``text``."""
+        self._stream.write(f"\r\x1b[K{text}")
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        """Erase the line, if one is shown."""
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False

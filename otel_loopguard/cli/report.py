@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -27,11 +26,12 @@ from .options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    ErrorLine,
     detector_options,
+    expand_paths,
     input_options,
     load_config,
     printable,
-    write_error,
 )
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
@@ -213,18 +213,6 @@ def group_reports(
     return count
 
 
-def _expand(paths: Iterable[str]) -> Iterator[str]:
-    for path in paths:
-        if path != STDIN and os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith("."):
-                        yield os.path.join(root, name)
-        else:
-            yield path
-
-
 def _percent(part: float) -> str:
     return f"{100 * part:.1f}%"
 
@@ -258,18 +246,13 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     interrupted)."""
     out = out if out is not None else sys.stdout
     builder = ReportBuilder(attribute, priced=bool(config.prices))
-    failed = False
-
-    def on_error(exc: InputError) -> None:
-        nonlocal failed
-        failed = True
-        write_error(exc)
+    on_error = ErrorLine()
 
     # One collector for every file: a trace spread over several files is one trace (see TraceCollector).
     collector = TraceCollector(LoopEngine(config), group_by=[attribute], observed_at=at,
                                max_buffer_bytes=max_buffer_bytes)
     try:
-        for path in _expand(paths):
+        for path in expand_paths(paths):
             name = "<stdin>" if path == STDIN else path
             try:
                 for report in collector.add_all(read_spans(path, on_error=on_error, max_bytes=max_input_bytes),
@@ -293,4 +276,4 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     else:
         out.write("no traces found\n")
     out.flush()
-    return EXIT_ERROR if failed else EXIT_OK
+    return EXIT_ERROR if on_error.failed else EXIT_OK

@@ -1,61 +1,288 @@
-"""Span → tool call: read GenAI, OpenInference and OpenLLMetry spans into engine values.
+"""Span → tool call: read the spans of every convention in :mod:`.table` (and user-defined ones) into engine values.
 
-Works on plain attribute mappings, so the processor (live SDK spans), ``audit``
-and ``serve`` (decoded OTLP) share one reading of every convention.
+Works on plain attribute mappings, so the processor (live SDK spans), ``audit`` and ``serve`` (decoded OTLP) share
+one reading of every convention. The module functions (:func:`span_role`, :func:`agent_name`, :func:`llm_usage`)
+know the built-in conventions; an :class:`Extractor` built from a configuration also knows the user-defined ones
+and the configured placeholders (``redacted_values``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.cache import BoundedCache
+from ..core.config import DEFAULT_REDACTED_VALUES, LoopGuardConfig, RedactedValue
 from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
+from .envelopes import ENVELOPES, Envelope
+from .model_calls import Turn, read_messages
+from .table import AGENT_SPANS, MODEL_SPANS, TOOL_CONVENTIONS, AgentSpans, Convention, ModelSpans, Source, When
+from .user import user_conventions
+
+_E = TypeVar("_E", bound="Extractor")
 
 ROLE_TOOL = "tool"
 ROLE_LLM = "llm"
 ROLE_AGENT = "agent"
 
-#: A span carries at least one of these keys when it can matter to loopguard;
-#: checking for them first keeps unrelated spans cheap.
-MARKER_KEYS = frozenset({n.GEN_AI_OPERATION_NAME, n.OPENINFERENCE_SPAN_KIND, n.TRACELOOP_SPAN_KIND})
-
-_OI_ROLES = {n.OI_KIND_TOOL: ROLE_TOOL, n.OI_KIND_LLM: ROLE_LLM, n.OI_KIND_AGENT: ROLE_AGENT}
-_TL_ROLES = {n.TL_KIND_TOOL: ROLE_TOOL, n.TL_KIND_AGENT: ROLE_AGENT}
-
 _NS = 1e-9
 _CACHE_ENTRIES = 2048
 _MAX_ERROR_LEN = 200
-_REDACTED = "__REDACTED__"
+_MISSING: Any = object()
 
 
-def span_role(attrs: Mapping[str, Any]) -> str | None:
-    """The role of a span (tool, llm or agent) in any of the three conventions, or None."""
-    op = attrs.get(n.GEN_AI_OPERATION_NAME)
-    if op is not None:
-        if op == n.OP_EXECUTE_TOOL:
-            return ROLE_TOOL
-        if op == n.OP_INVOKE_AGENT:
-            return ROLE_AGENT
-        # SDK attributes and OTLP kvlists may hold dicts, which are unhashable: only strings can name a role.
-        if isinstance(op, str) and op in n.LLM_OPERATIONS:
-            return ROLE_LLM
-    kind = attrs.get(n.OPENINFERENCE_SPAN_KIND)
-    if kind is not None:
-        return _OI_ROLES.get(kind) if isinstance(kind, str) else None
-    kind = attrs.get(n.TRACELOOP_SPAN_KIND)
-    if kind is not None:
-        return _TL_ROLES.get(kind) if isinstance(kind, str) else None
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _MISSING
+
+
+
+# -- compiled rows ---------------------------------------------------------------------------------------------------
+
+# A condition: (kind, key, values). Kinds: attribute equals one of values, attribute present, name prefix, name equals.
+_EQ, _HAS, _PREFIX, _NAME = 0, 1, 2, 3
+
+
+def _conditions(when: tuple[When, ...]) -> tuple[tuple[int, str, frozenset[str]], ...]:
+    out: list[tuple[int, str, frozenset[str]]] = []
+    for c in when:
+        if c.span_name_prefix:
+            out.append((_PREFIX, c.span_name_prefix, frozenset()))
+        elif c.span_name_equals:
+            out.append((_NAME, c.span_name_equals, frozenset()))
+        elif c.equals:
+            out.append((_EQ, c.attribute, frozenset(c.equals)))
+        else:
+            out.append((_HAS, c.attribute, frozenset()))
+    return tuple(out)
+
+
+def _holds(conditions: tuple[tuple[int, str, frozenset[str]], ...], attrs: Mapping[str, Any], name: str) -> bool:
+    for kind, key, values in conditions:
+        if kind == _EQ:
+            value = attrs.get(key)
+            # SDK attributes and OTLP kvlists may hold dicts, which are unhashable: only strings can match.
+            if value is None or value.__class__ is not str or value not in values:
+                return False
+        elif kind == _HAS:
+            if key not in attrs:
+                return False
+        elif kind == _PREFIX:
+            if not name.startswith(key):
+                return False
+        elif name != key:
+            return False
+    return True
+
+
+def _marker(conditions: tuple[tuple[int, str, frozenset[str]], ...]) -> str | None:
+    # One attribute every span of the row must have (a cheap pre-filter for "may this span matter?").
+    for kind, key, _ in conditions:
+        if kind in (_EQ, _HAS):
+            return key
     return None
 
 
-def agent_name(attrs: Mapping[str, Any], default: str | None = None) -> str | None:
-    """The agent's name from any convention."""
-    name = attrs.get(n.GEN_AI_AGENT_NAME) or attrs.get(n.OI_AGENT_NAME) or attrs.get(n.TRACELOOP_ENTITY_NAME)
-    return str(name) if name else default
+def _plain_keys(sources: tuple[Source, ...]) -> tuple[str, ...] | None:
+    # Sources that are all plain span attributes are read inline (the common case).
+    if all(not (s.from_span_name or s.event or s.path) for s in sources):
+        return tuple(s.attribute for s in sources)
+    return None
+
+
+class _Row:
+    """A :class:`~.table.Convention` compiled for reading."""
+
+    __slots__ = ("agent", "args", "args_keys", "call_id", "conditions", "convention", "error", "error_keys",
+                 "events", "name", "result", "result_keys", "tool", "tool_key", "unwrap_args", "unwrap_result")
+
+    def __init__(self, convention: Convention) -> None:
+        self.convention = convention
+        self.name = convention.name
+        self.conditions = _conditions(convention.when)
+        self.tool = convention.tool_name or (Source(from_span_name=True),)
+        first = self.tool[0]
+        # The first tool-name source, when it is a plain attribute (read inline; the rest only when it is absent).
+        self.tool_key = first.attribute if _plain_keys((first,)) is not None else None
+        self.args = convention.arguments
+        self.args_keys = _plain_keys(self.args)
+        self.result = convention.result
+        self.result_keys = _plain_keys(self.result)
+        self.error = convention.error
+        self.error_keys = _plain_keys(self.error)
+        self.call_id = convention.call_id
+        self.agent = convention.agent_name
+        self.unwrap_args = tuple(ENVELOPES[e] for e in convention.unwrap_arguments)
+        self.unwrap_result = tuple(ENVELOPES[e] for e in convention.unwrap_result)
+        self.events = any(s.event for s in (*self.args, *self.result, *self.error, *self.tool, *self.call_id))
+
+
+_AGENT_ROWS = tuple((_conditions(a.when), a) for a in AGENT_SPANS)
+_MODEL_ROWS = tuple((_conditions(m.when), m) for m in MODEL_SPANS)
+
+#: What :meth:`_Table.classify` answers: the role (None: not read), and the row (a tool convention, an agent or a
+#: model convention; a tool row with role None is a span that is recognised and is not a call).
+_Hit = tuple[str | None, "_Row | AgentSpans | ModelSpans | None"]
+_NO_HIT: _Hit = (None, None)
+_CLASSIFY_CACHE = 4096
+
+
+class _Table:
+    """Tool rows (user-defined first), then the agent and model rows, with a cached classification.
+
+    The classification of a span depends only on the values of the attributes the conditions compare, the presence
+    of those they require and the span name's prefixes: that tuple is the cache key, so a trace's thousands of
+    spans cost a few dict lookups each instead of a scan of the table.
+    """
+
+    __slots__ = ("_cache", "_eq_keys", "_has_keys", "_last", "_name_equals", "_name_prefixes", "markers", "rows")
+
+    def __init__(self, rows: tuple[_Row, ...]) -> None:
+        self.rows = rows
+        eq: dict[str, None] = {}
+        has: dict[str, None] = {}
+        prefixes: dict[str, None] = {}
+        equals: dict[str, None] = {}
+        for conditions in (*(r.conditions for r in rows), *(c for c, _ in _AGENT_ROWS), *(c for c, _ in _MODEL_ROWS)):
+            for kind, key, _ in conditions:
+                {_EQ: eq, _HAS: has, _PREFIX: prefixes, _NAME: equals}[kind][key] = None
+        self._eq_keys = tuple(eq)
+        self._has_keys = tuple(has)
+        self._name_prefixes = tuple(prefixes)
+        self._name_equals = tuple(equals)
+        self._cache: BoundedCache[Any, _Hit] = BoundedCache(_CLASSIFY_CACHE)
+        self._last: tuple[Any, str, _Hit] | None = None
+        keys = {_marker(r.conditions) for r in rows}
+        keys |= {_marker(c) for c, _ in _AGENT_ROWS}
+        keys |= {_marker(c) for c, _ in _MODEL_ROWS}
+        #: One attribute of every row: a span without any of these (and not named like a tool span) is not read.
+        self.markers = frozenset(k for k in keys if k is not None)
+
+    def classify(self, attrs: Mapping[str, Any], name: str) -> _Hit:
+        """The role and row of a span."""
+        last = self._last
+        if last is not None and last[0] is attrs and last[1] == name:
+            return last[2]
+        key = (
+            *map(attrs.get, self._eq_keys),
+            *map(attrs.__contains__, self._has_keys),
+            *map(name.startswith, self._name_prefixes),
+            *map(name.__eq__, self._name_equals),
+        )
+        cache = self._cache
+        try:
+            hit = cache.get(key)
+        except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
+            hit = self._scan(attrs, name)
+        else:
+            if hit is None:
+                hit = cache.put(key, self._scan(attrs, name))
+        # Callers ask about one span several times in a row (its role, then its call): keep the last answer, with
+        # a reference to the attributes so their id cannot be reused meanwhile.
+        self._last = (attrs, name, hit)
+        return hit
+
+    def _scan(self, attrs: Mapping[str, Any], name: str) -> _Hit:
+        for row in self.rows:
+            if _holds(row.conditions, attrs, name):
+                return (None if row.convention.not_a_call else ROLE_TOOL), row
+        for conditions, agent in _AGENT_ROWS:
+            if _holds(conditions, attrs, name):
+                return ROLE_AGENT, agent
+        for conditions, model in _MODEL_ROWS:
+            if _holds(conditions, attrs, name):
+                return ROLE_LLM, model
+        return _NO_HIT
+
+    def tool_row(self, attrs: Mapping[str, Any], name: str) -> _Row | None:
+        """The tool row of a span (a not-a-call row included), or None."""
+        row = self.classify(attrs, name)[1]
+        return row if row.__class__ is _Row else None
+
+
+_BUILTIN_ROWS = tuple(_Row(c) for c in TOOL_CONVENTIONS)
+_BUILTIN = _Table(_BUILTIN_ROWS)
+
+#: A span that can matter to loopguard has at least one of these keys (or a GenAI tool span name: see
+#: :func:`may_matter`); checking for them first keeps unrelated spans cheap.
+MARKER_KEYS = _BUILTIN.markers
+
+
+def may_matter(attrs: Mapping[str, Any], name: str, markers: frozenset[str] = MARKER_KEYS) -> bool:
+    """Whether a span may be a tool, model or agent span (a cheap pre-filter; :func:`span_role` decides)."""
+    return not markers.isdisjoint(attrs) or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+
+
+def span_role(attrs: Mapping[str, Any], name: str = "") -> str | None:
+    """The role of a span (tool, llm or agent) in the built-in conventions, or None."""
+    return _BUILTIN.classify(attrs, name)[0]
+
+
+def tool_convention(attrs: Mapping[str, Any], name: str = "") -> Convention | None:
+    """The built-in convention a tool span is read in, or None."""
+    row = _BUILTIN.tool_row(attrs, name)
+    return row.convention if row is not None else None
+
+
+def agent_span(attrs: Mapping[str, Any], name: str = "") -> AgentSpans | None:
+    """The agent-span convention of a span, or None."""
+    role, row = _BUILTIN.classify(attrs, name)
+    return row if role == ROLE_AGENT else None  # type: ignore[return-value]
+
+
+def model_span(attrs: Mapping[str, Any], name: str = "") -> ModelSpans | None:
+    """The model-span convention of a span, or None."""
+    role, row = _BUILTIN.classify(attrs, name)
+    return row if role == ROLE_LLM else None  # type: ignore[return-value]
+
+
+def _plain_value(src: Source, attrs: Mapping[str, Any], name: str) -> Any:
+    """A source's value without JSON paths or events (agent names)."""
+    if src.from_span_name:
+        return _strip(name, src) or None
+    if src.event or src.path:
+        return None
+    return attrs.get(src.attribute)
+
+
+def _strip(name: str, src: Source) -> str:
+    if src.strip_prefix and name.startswith(src.strip_prefix):
+        name = name[len(src.strip_prefix):]
+    if src.strip_suffix and name.endswith(src.strip_suffix):
+        name = name[: -len(src.strip_suffix)]
+    return name
+
+
+def _first_name(sources: tuple[Source, ...], attrs: Mapping[str, Any], name: str) -> str | None:
+    for src in sources:
+        value = _plain_value(src, attrs, name)
+        if value:
+            return value if value.__class__ is str else str(value)
+    return None
+
+
+def agent_name(attrs: Mapping[str, Any], default: str | None = None, name: str = "") -> str | None:
+    """The agent's name, as the span's convention says it.
+
+    On a tool span only the tool convention's agent attribute counts (never the tool's own name, which OpenLLMetry
+    writes as ``traceloop.entity.name``); on an agent span, the agent convention's; else ``gen_ai.agent.name``.
+    """
+    return _agent_name(_BUILTIN, attrs, default, name)
+
+
+def _agent_name(table: _Table, attrs: Mapping[str, Any], default: str | None, name: str) -> str | None:
+    role, row = table.classify(attrs, name)
+    if row.__class__ is _Row:
+        return _first_name(row.agent, attrs, name) or default
+    if role == ROLE_AGENT:
+        return _first_name(row.agent_name, attrs, name) or default  # type: ignore[union-attr]
+    value = attrs.get(n.GEN_AI_AGENT_NAME)
+    return str(value) if value else default
 
 
 def conversation_id(attrs: Mapping[str, Any]) -> str | None:
@@ -82,7 +309,7 @@ def _int(value: Any) -> int:
 
 
 def llm_usage(attrs: Mapping[str, Any]) -> tuple[str | None, Usage] | None:
-    """The model id and token usage of an LLM span, or None when it reports no usage."""
+    """The model id and token usage of a model span, or None when it reports no usage."""
     if attrs.get(n.GEN_AI_USAGE_INPUT_TOKENS) is not None or attrs.get(n.GEN_AI_USAGE_OUTPUT_TOKENS) is not None:
         model = attrs.get(n.GEN_AI_RESPONSE_MODEL) or attrs.get(n.GEN_AI_REQUEST_MODEL)
         write = attrs.get(n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
@@ -123,28 +350,101 @@ def error_class(
         return str(value)
     if not status_error:
         return None
+    return _failed_class(status_message, events)
+
+
+def _failed_class(status_message: str | None, events: Iterable[tuple[str, Mapping[str, Any]]],
+                  fallback: str | None = None) -> str:
     for name, event_attrs in events:
         if name == n.EVENT_EXCEPTION and event_attrs.get(n.EXCEPTION_TYPE):
             return str(event_attrs[n.EXCEPTION_TYPE])
-    return (status_message or "error")[:_MAX_ERROR_LEN]
+    return (status_message or fallback or "error")[:_MAX_ERROR_LEN]
+
+
+# -- the extractor -----------------------------------------------------------------------------------------------------
+
+class _Placeholders:
+    """The configured ``redacted_values``, ready for lookups."""
+
+    __slots__ = ("anywhere", "by_key", "texts")
+
+    def __init__(self, values: Iterable[RedactedValue]) -> None:
+        anywhere: set[str] = set()
+        by_key: dict[str, set[str]] = {}
+        for v in values:
+            if v.attributes:
+                for key in v.attributes:
+                    by_key.setdefault(key, set()).add(v.value)
+            else:
+                anywhere.add(v.value)
+        self.anywhere = frozenset(anywhere)
+        self.by_key = {k: frozenset(vs | anywhere) for k, vs in by_key.items()}
+        # Placeholders looked for inside an argument object ({"query": "[REDACTED]"}).
+        self.texts = tuple(sorted(v for v in anywhere if v))
+
+    def within(self, text: str) -> bool:
+        """Whether a placeholder occurs in ``text`` (a cheap test before parsing it)."""
+        for t in self.texts:  # noqa: SIM110 - a loop, not any() over a generator: this runs for every argument
+            if t in text:
+                return True
+        return False
 
 
 class Extractor:
-    """Turns tool spans into :class:`ToolCall` values, unwrapping framework envelopes.
+    """Turns tool spans into :class:`ToolCall` values, through the convention table and user-defined rows.
 
-    Envelope unwrapping parses JSON, so its results are cached by raw text: a
-    loop repeats the same text, and the cache makes each repeat a dict lookup.
+    JSON values (envelopes, paths) are parsed once per distinct text: a loop repeats the same text, and the cache
+    makes each repeat a dict lookup.
 
     Args:
         max_bytes: text longer than this is passed on as it is, neither parsed nor cached, so a huge
             argument costs the host no parse and the caches hold no huge keys (the canonicalizer
             digests such text whole).
+        redacted_values: placeholders meaning "not recorded" (the configuration's ``redacted_values``).
+        conventions: user-defined conventions, tried before the built-in ones.
     """
 
-    def __init__(self, max_bytes: int = 65_536) -> None:
+    def __init__(self, max_bytes: int = 65_536, *, redacted_values: Iterable[RedactedValue] = DEFAULT_REDACTED_VALUES,
+                 conventions: Iterable[Convention] = ()) -> None:
         self._max_bytes = max_bytes
-        self._args_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
-        self._result_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
+        self._json_cache: BoundedCache[str, Any] = BoundedCache(_CACHE_ENTRIES)
+        self._unwrap_cache: BoundedCache[tuple[str, str], Any] = BoundedCache(_CACHE_ENTRIES)
+        self._placeholders = _Placeholders(redacted_values)
+        user = tuple(_Row(c) for c in conventions)
+        self._table = _Table(user + _BUILTIN_ROWS) if user else _Table(_BUILTIN_ROWS)
+        #: Attribute keys at least one of which every span that may matter carries (user conventions included).
+        self.marker_keys = self._table.markers
+
+    @classmethod
+    def from_config(cls: type[_E], config: LoopGuardConfig) -> _E:
+        """An extractor with the configuration's ``max_argument_bytes``, ``redacted_values`` and conventions.
+
+        Raises:
+            ConfigError: a ``[conventions.NAME]`` table is invalid (the message names the table and the key).
+        """
+        return cls(config.max_argument_bytes, redacted_values=config.redacted_values,
+                   conventions=user_conventions(config.conventions))
+
+    # -- roles -------------------------------------------------------------------------------------------------------
+
+    def may_matter(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """Whether a span may be a tool, model or agent span (a cheap pre-filter)."""
+        return may_matter(attrs, name, self.marker_keys)
+
+    def span_role(self, attrs: Mapping[str, Any], name: str = "") -> str | None:
+        """The role of a span (tool, llm or agent), user-defined conventions included."""
+        return self._table.classify(attrs, name)[0]
+
+    def convention(self, attrs: Mapping[str, Any], name: str = "") -> Convention | None:
+        """The convention a tool span is read in (user-defined ones first), or None."""
+        row = self._table.tool_row(attrs, name)
+        return row.convention if row is not None else None
+
+    def agent_name(self, attrs: Mapping[str, Any], default: str | None = None, name: str = "") -> str | None:
+        """The agent's name as the span's convention says it (see :func:`agent_name`)."""
+        return _agent_name(self._table, attrs, default, name)
+
+    # -- reading -----------------------------------------------------------------------------------------------------
 
     def tool_call(
         self,
@@ -156,19 +456,94 @@ class Extractor:
         status_message: str | None = None,
         events: Iterable[tuple[str, Mapping[str, Any]]] = (),
     ) -> ToolCall:
-        """Read one tool span (of any convention) as a :class:`ToolCall`."""
+        """Read one tool span (of any convention) as a :class:`ToolCall`.
+
+        A span no convention recognises is read as a GenAI ``execute_tool`` span (the tool name falls back to the
+        span name).
+        """
+        row = self._table.tool_row(attrs, span_name) or _GENAI_ROW
+        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+
+    def read_tool(
+        self,
+        attrs: Mapping[str, Any],
+        span_name: str,
+        start_ns: int | None,
+        end_ns: int | None,
+        status_error: bool = False,
+        status_message: str | None = None,
+        events: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    ) -> ToolCall | None:
+        """Like :meth:`tool_call`, but None for a span that is not a tool call."""
+        row = self._table.tool_row(attrs, span_name)
+        if row is None or row.convention.not_a_call:
+            return None
+        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+
+    def _read(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None, end_ns: int | None,
+              status_error: bool, status_message: str | None,
+              events: Iterable[tuple[str, Mapping[str, Any]]]) -> ToolCall:
+        ev: list[tuple[str, Mapping[str, Any]]] | None = None
+        if row.events or status_error:
+            ev = list(events)
         get = attrs.get
-        tool = get(n.GEN_AI_TOOL_NAME) or get(n.OI_TOOL_NAME) or get(n.TRACELOOP_ENTITY_NAME) or span_name or "unknown"
-        args = get(n.GEN_AI_TOOL_CALL_ARGUMENTS)
+        tool = get(row.tool_key) if row.tool_key is not None else None
+        if not tool:
+            tool = self._value(row.tool, attrs, span_name, ev)[0] or span_name or "unknown"
+        keys = row.args_keys
+        if keys is not None:
+            args, args_key = None, ""
+            for args_key in keys:
+                args = get(args_key)
+                if args is not None:
+                    break
+        else:
+            args, args_key = self._value(row.args, attrs, span_name, ev)
+        ph = self._placeholders
         if args is None:
-            args = get(n.OI_INPUT_VALUE)
-            if args is None:
-                args = get(n.TRACELOOP_ENTITY_INPUT)
-        result = get(n.GEN_AI_TOOL_CALL_RESULT)
+            args_captured = False
+        elif args.__class__ is str:
+            # Inline: the common case is text that is no placeholder and holds none.
+            args_captured = args not in ph.by_key.get(args_key, ph.anywhere) and not (
+                args.startswith("{") and ph.within(args) and self._object_redacted(args))
+        else:
+            args_captured = not self._redacted(args, args_key)
+        if args_captured:
+            for envelope in row.unwrap_args:
+                if args.__class__ is not str or envelope.may_be(args):
+                    inner = self._unwrap(envelope, args)
+                    if inner is not args:
+                        args = inner
+                        break
+        else:
+            args = None
+        keys = row.result_keys
+        if keys is not None:
+            result, result_key = None, ""
+            for result_key in keys:
+                result = get(result_key)
+                if result is not None:
+                    break
+        else:
+            result, result_key = self._value(row.result, attrs, span_name, ev)
         if result is None:
-            result = get(n.OI_OUTPUT_VALUE)
-            if result is None:
-                result = get(n.TRACELOOP_ENTITY_OUTPUT)
+            result_captured = False
+        elif result.__class__ is str:
+            result_captured = result not in ph.by_key.get(result_key, ph.anywhere)
+        else:
+            result_captured = not self._redacted(result, result_key)
+        if result_captured:
+            for envelope in row.unwrap_result:
+                if result.__class__ is not str or envelope.may_be(result):
+                    inner = self._unwrap(envelope, result)
+                    if inner is not result:
+                        result = inner
+                        if self._redacted(result, "", whole=True):
+                            result, result_captured = None, False
+                        break
+        else:
+            result = None
+        error = self._error(row, attrs, span_name, ev, status_error, status_message, result)
         lease = None
         deadline = get(n.LOOPGUARD_WAIT_DEADLINE)
         if deadline is not None:
@@ -176,42 +551,13 @@ class Extractor:
                 lease = Lease(str(get(n.LOOPGUARD_WAIT_OWNER) or ""), float(deadline))
             except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
                 lease = None
-        # OpenInference's hide_inputs/hide_outputs leave a placeholder: that is "not recorded", not a value.
-        if args == _REDACTED:
-            args = None
-        if result == _REDACTED:
-            result = None
         progress = get(n.LOOPGUARD_PROGRESS)
-        # The common cases inline (plain text too long to unwrap or without an envelope's keys; an error.type
-        # or no error); the rest through the same helpers.
-        limit = self._max_bytes
-        if args is not None and (
-            # '"input' is the common prefix of '"input_str"' and '"inputs"': one scan of the text instead of two.
-            args.__class__ is not str or (len(args) <= limit and '"input' in args)
-        ):
-            args_value = self._unwrap_args(args)
-        else:
-            args_value = args
-        if result is not None and (
-            result.__class__ is not str
-            or (len(result) <= limit and ('"tool_call_id"' in result or '"kwargs"' in result))
-        ):
-            result_value = self._unwrap_result(result)
-        else:
-            result_value = result
-        error = get(n.ERROR_TYPE)
-        if error:
-            error = str(error)
-        elif status_error:
-            error = error_class(attrs, status_error, status_message, events)
-        else:
-            error = None
         return ToolCall(
             tool=tool if tool.__class__ is str else str(tool),
-            arguments=args_value,
-            arguments_captured=args is not None,
-            result=result_value,
-            result_captured=result is not None,
+            arguments=args,
+            arguments_captured=args_captured,
+            result=result,
+            result_captured=result_captured,
             error=error,
             progress=str(progress) if progress is not None else None,
             start=start_ns * _NS if start_ns else None,
@@ -219,85 +565,171 @@ class Extractor:
             lease=lease,
         )
 
-    def _unwrap_args(self, args: Any) -> Any:
-        # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
-        if isinstance(args, str):
-            if len(args) > self._max_bytes or ('"input_str"' not in args and '"inputs"' not in args):
-                return args
-            return _cached(self._args_cache, args, _unwrap_args_text)
-        if isinstance(args, Mapping):
-            return _inner_args(args)
-        return args
-
-    def _unwrap_result(self, result: Any) -> Any:
-        # Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
-        if isinstance(result, str):
-            if len(result) > self._max_bytes or ('"tool_call_id"' not in result and '"kwargs"' not in result):
-                return result
-            return _cached(self._result_cache, result, _unwrap_result_text)
-        if isinstance(result, Mapping):
-            return _inner_result(result)
-        return result
-
-
-def _cached(cache: BoundedCache[str, Any], text: str, fn: Any) -> Any:
-    hit = cache.get(text, cache)
-    if hit is not cache:
-        return hit
-    return cache.put(text, fn(text))
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+    def _error(self, row: _Row, attrs: Mapping[str, Any], span_name: str,
+               ev: list[tuple[str, Mapping[str, Any]]] | None, status_error: bool, status_message: str | None,
+               result: Any) -> str | None:
+        keys = row.error_keys
+        if keys is not None:
+            for key in keys:
+                value = attrs.get(key)
+                if value and value is not True:
+                    return str(value)[:_MAX_ERROR_LEN]
+                if value is True:
+                    return _failed_class(status_message, ev or (), result if isinstance(result, str) else None)
+            if status_error:
+                return _failed_class(status_message, ev or ())
+            return None
+        for src in row.error:
+            value = self._source(src, attrs, span_name, ev)
+            if value is None or value is False or value == "":
+                continue
+            if value is True:
+                # Failed, without a class: the exception event's, the status text, else the result's text.
+                text = result if isinstance(result, str) else None
+                return _failed_class(status_message, ev or (), text)
+            return str(value)[:_MAX_ERROR_LEN]
+        if status_error:
+            return _failed_class(status_message, ev or ())
         return None
 
+    def model_turn(self, attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,
+                   start_ns: int, end_ns: int, *, messages: bool = True, context: bool = True) -> Turn | None:
+        """A model span as a :class:`~.model_calls.Turn` (usage, and with ``messages`` its tool-call content).
 
-def _unwrap_args_text(text: str) -> Any:
-    doc = _loads(text)
-    if isinstance(doc, dict):
-        inner = _inner_args(doc)
-        if inner is not doc:
-            # Back to text, so the canonicalizer's text cache serves every repeat.
-            return inner if isinstance(inner, str) else json.dumps(inner, default=repr)
-    return text
+        Returns None for a span that is not a model span.
+        """
+        role, row = self._table.classify(attrs, span_name)
+        if role != ROLE_LLM:
+            return None
+        content = read_messages(attrs, row.messages) if messages and row.messages else None  # type: ignore[union-attr]
+        response_id = attrs.get(n.GEN_AI_RESPONSE_ID)
+        return Turn(
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            response_id=str(response_id) if response_id else None,
+            usage=llm_usage(attrs),
+            calls=content.calls if content is not None else (),
+            results=content.results if content is not None else None,
+            history=content.history if content is not None else (),
+            agent=_agent_name(self._table, attrs, None, span_name) if context else None,
+            conversation=conversation_id(attrs) if context else None,
+        )
 
+    def call_id(self, attrs: Mapping[str, Any], span_name: str = "",
+                events: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> str | None:
+        """The call id of a tool span (volatile: never part of a signature), when its convention records one."""
+        row = self._table.tool_row(attrs, span_name)
+        if row is None:
+            return None
+        value = self._value(row.call_id, attrs, span_name, list(events) if row.events else None)[0]
+        return str(value) if value is not None else None
 
-def _inner_args(doc: Mapping[str, Any]) -> Any:
-    inputs = doc.get("inputs")
-    if inputs is not None and ("input_str" in doc or "metadata" in doc or "tags" in doc):
-        return inputs
-    if "input_str" in doc and inputs is None:
-        # No structured inputs: the repr string is the best stable form of the arguments.
-        return doc["input_str"]
-    return doc
+    def _value(self, sources: tuple[Source, ...], attrs: Mapping[str, Any], span_name: str,
+               ev: list[tuple[str, Mapping[str, Any]]] | None) -> tuple[Any, str]:
+        """The first present source's value, and the attribute it came from ("" for the span name)."""
+        for src in sources:
+            value = self._source(src, attrs, span_name, ev)
+            if value is not None:
+                return value, src.attribute
+        return None, ""
 
+    def _source(self, src: Source, attrs: Mapping[str, Any], span_name: str,
+                ev: list[tuple[str, Mapping[str, Any]]] | None) -> Any:
+        if src.from_span_name:
+            return _strip(span_name, src) or None
+        if src.event:
+            value = None
+            for name, event_attrs in ev or ():
+                if name == src.event:
+                    value = event_attrs.get(src.attribute)
+                    if value is not None:
+                        break
+        else:
+            value = attrs.get(src.attribute)
+        if value is None or not src.path:
+            return value
+        return self._path(value, src.path)
 
-def _unwrap_result_text(text: str) -> Any:
-    doc = _loads(text)
-    if isinstance(doc, dict):
-        inner = _inner_result(doc)
-        if inner is not doc:
+    def _path(self, value: Any, path: tuple[str | int, ...]) -> Any:
+        if value.__class__ is str:
+            value = self._parse(value)
+            if value is _MISSING:
+                return None
+        for step in path:
+            if isinstance(step, int):
+                if isinstance(value, (list, tuple)) and -len(value) <= step < len(value):
+                    value = value[step]
+                else:
+                    return None
+            elif isinstance(value, Mapping):
+                value = value.get(step)
+                if value is None:
+                    return None
+            else:
+                return None
+        return value
+
+    def _parse(self, text: str) -> Any:
+        if len(text) > self._max_bytes:
+            return _MISSING
+        cache = self._json_cache
+        hit = cache.get(text, cache)
+        if hit is not cache:
+            return hit
+        return cache.put(text, _loads(text))
+
+    def _parsed_or_none(self, text: str) -> Any:
+        value = self._parse(text)
+        return None if value is _MISSING else value
+
+    def _unwrap(self, envelope: Envelope, value: Any) -> Any:
+        unwrap = envelope.unwrap
+        if value.__class__ is str:
+            if len(value) > self._max_bytes:
+                return value
+            key = (envelope.name, value)
+            cache = self._unwrap_cache
+            hit = cache.get(key, _MISSING)
+            if hit is not _MISSING:
+                return value if hit is None else hit
+            inner = unwrap(value, self._parsed_or_none)
+            # None marks "not in this envelope", so the caller keeps the very object it passed.
+            cache.put(key, None if inner is value else inner)
             return inner
-    return text
+        return unwrap(value, self._parsed_or_none)
+
+    def _redacted(self, value: Any, key: str, whole: bool = False) -> bool:
+        """Whether a value is a placeholder for content that was not recorded.
+
+        Args:
+            value: the argument or result value.
+            key: the attribute it came from (placeholders may be limited to some attributes).
+            whole: only a placeholder standing for the whole value counts (results), not an object of them.
+        """
+        ph = self._placeholders
+        if value.__class__ is str:
+            if value in ph.by_key.get(key, ph.anywhere):
+                return True
+            if whole:
+                return False
+            # An argument object whose every value is a placeholder ({"query": "[REDACTED]"}, Mastra 0.x).
+            return value.startswith("{") and ph.within(value) and self._object_redacted(value)
+        if isinstance(value, Mapping):
+            return self._all_placeholders(value)
+        return False
+
+    def _object_redacted(self, text: str) -> bool:
+        """Whether JSON text is an object whose every value is a placeholder (``{"query": "[REDACTED]"}``)."""
+        if len(text) > self._max_bytes:
+            return False
+        doc = self._parse(text)
+        return isinstance(doc, dict) and self._all_placeholders(doc)
+
+    def _all_placeholders(self, doc: Mapping[str, Any]) -> bool:
+        anywhere = self._placeholders.anywhere
+        return bool(doc) and all(v.__class__ is str and v in anywhere for v in doc.values())
 
 
-def _inner_result(doc: Mapping[str, Any]) -> Any:
-    # OpenLLMetry: {"output": {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}, "kwargs": {...}}
-    output = doc.get("output")
-    if isinstance(output, Mapping):
-        kwargs = output.get("kwargs")
-        if isinstance(kwargs, Mapping) and "content" in kwargs:
-            return kwargs["content"]
-    # OpenInference: {"type": "tool", "data": {"content": ..., "tool_call_id": ...}}
-    data = doc.get("data")
-    if isinstance(data, Mapping) and "content" in data and "tool_call_id" in data:
-        return data["content"]
-    # A bare serialised ToolMessage: {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}
-    kwargs = doc.get("kwargs")
-    if isinstance(kwargs, Mapping) and "content" in kwargs and "tool_call_id" in kwargs:
-        return kwargs["content"]
-    if "content" in doc and "tool_call_id" in doc:
-        return doc["content"]
-    return doc
+_GENAI_ROW = next(r for r in _BUILTIN_ROWS if r.name == "genai")

@@ -27,9 +27,71 @@ GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
 
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+
 OP_EXECUTE_TOOL = "execute_tool"
 OP_INVOKE_AGENT = "invoke_agent"
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+#: The GenAI span name of a tool call is ``execute_tool {gen_ai.tool.name}``.
+EXECUTE_TOOL_SPAN_PREFIX = "execute_tool "
+# Span names of agent spans (GenAI `invoke_agent <name>`, OpenLLMetry `<name>.agent`).
+INVOKE_AGENT_SPAN_PREFIX = "invoke_agent"
+TRACELOOP_AGENT_SPAN_SUFFIX = ".agent"
+
+# --- Framework-specific keys (read; see conventions/table.py) ----------------
+# Vercel AI SDK (ai 6 experimental_telemetry, ai 7 LegacyOpenTelemetry).
+AI_OPERATION_ID = "ai.operationId"
+AI_OP_TOOL_CALL = "ai.toolCall"
+AI_RUN_OPERATIONS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
+AI_MODEL_OPERATIONS = ("ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate",
+                       "ai.streamObject.doStream")
+AI_TOOL_CALL_NAME = "ai.toolCall.name"
+AI_TOOL_CALL_ID = "ai.toolCall.id"
+AI_TOOL_CALL_ARGS = "ai.toolCall.args"
+AI_TOOL_CALL_RESULT = "ai.toolCall.result"
+AI_TELEMETRY_FUNCTION_ID = "ai.telemetry.functionId"
+# Mastra 0.x AI tracing.
+OP_MASTRA_TOOL_EXECUTE = "tool.execute"
+OP_MASTRA_AGENT_RUN = "agent.run"
+GEN_AI_TOOL_INPUT = "gen_ai.tool.input"
+GEN_AI_TOOL_OUTPUT = "gen_ai.tool.output"
+# Tool descriptions and schemas: content-like keys that never hold a call's content.
+GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
+GEN_AI_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_INPUT_MIME_TYPE = "input.mime_type"
+OI_OUTPUT_MIME_TYPE = "output.mime_type"
+MASTRA_METADATA_BODY = "mastra.metadata.body"
+# Older OpenLLMetry's flattened messages (gen_ai.completion.N.*, gen_ai.prompt.K.*); LiteLLM's first requested call.
+GEN_AI_COMPLETION_PREFIX = "gen_ai.completion."
+GEN_AI_PROMPT_PREFIX = "gen_ai.prompt."
+LITELLM_FUNCTION_CALL_NAME = "gen_ai.completion.0.function_call.name"
+LITELLM_FUNCTION_CALL_ARGUMENTS = "gen_ai.completion.0.function_call.arguments"
+#: Prefixes of the model-span attribute keys named when a trace's tool calls cannot be read.
+GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "ai.")
+MASTRA_INPUT = "input"
+MASTRA_OUTPUT = "output"
+MASTRA_ERROR = "error"
+MASTRA_AGENT_ID = "agent.id"
+# Google ADK (legacy schema; its call_llm spans).
+ADK_TOOL_CALL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+ADK_LLM_REQUEST = "gcp.vertex.agent.llm_request"
+ADK_LLM_RESPONSE = "gcp.vertex.agent.llm_response"
+ADK_CALL_LLM = "call_llm"
+ADK_SYSTEM = "gcp.vertex.agent"
+ADK_MERGED_TOOLS = "(merged tools)"
+# strands-agents (default conventions: content in span events).
+STRANDS_SYSTEM = "strands-agents"
+EVENT_GEN_AI_TOOL_MESSAGE = "gen_ai.tool.message"
+EVENT_GEN_AI_CHOICE = "gen_ai.choice"
+# LlamaIndex under OpenLLMetry: the call_tool step span.
+TOOL_ARGUMENTS = "tool.arguments"
+# OpenLLMetry before gen_ai.operation.name.
+LLM_REQUEST_TYPE = "llm.request.type"
 
 # --- OpenInference (read) ----------------------------------------------------
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
@@ -46,11 +108,14 @@ OI_TOKEN_CACHE_READ = "llm.token_count.prompt_details.cache_read"
 OI_TOKEN_CACHE_WRITE = "llm.token_count.prompt_details.cache_write"
 OI_SESSION_ID = "session.id"
 OI_AGENT_NAME = "agent.name"
+OI_GRAPH_NODE_ID = "graph.node.id"
 
 # --- OpenLLMetry / Traceloop (read) ------------------------------------------
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
 TL_KIND_TOOL = "tool"
 TL_KIND_AGENT = "agent"
+TL_KIND_TASK = "task"
+TRACELOOP_WORKFLOW_NAME = "traceloop.workflow.name"
 TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
@@ -97,6 +162,9 @@ METRIC_DETECTION_DELAY = "loopguard.detection.delay"
 METRIC_AGENT_TOOL_CALLS = "gen_ai.invoke_agent.tool_calls"
 METRIC_TRACES_EVICTED = "loopguard.traces.evicted"
 METRIC_PROCESSOR_ERRORS = "loopguard.processor.errors"
+METRIC_SPANS_UNREAD = "loopguard.spans.unread"
+#: Attribute of ``loopguard.spans.unread``: why the spans could not be read (conventions/unread.py).
+LOOPGUARD_UNREAD_REASON = "loopguard.unread.reason"
 
 UNIT_TRANSITION = "{transition}"
 UNIT_INTERVENTION = "{intervention}"
@@ -105,6 +173,7 @@ UNIT_TOOL_CALL = "{tool_call}"
 UNIT_STEP = "{step}"
 UNIT_USD = "USD"
 UNIT_ERROR = "{error}"
+UNIT_SPAN = "{span}"
 
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.

@@ -16,16 +16,21 @@ A trace is never split silently.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from operator import attrgetter
 from typing import Any
 
+from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
-from ..core.judge import ORIGIN_MCP_CLIENT, Step, TraceJudge, TraceReport
-from .extract import ROLE_LLM, ROLE_TOOL, Extractor, agent_name, conversation_id, llm_usage, span_role
-from .names import GEN_AI_OPERATION_NAME, MCP_METHOD_NAME, OP_EXECUTE_TOOL
+from ..core.judge import Step, TraceJudge, TraceReport
+from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
+from .model_calls import Turn, TurnJudge
+from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
+from .unread import UnreadTrace
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "StepReader", "TraceCollector"]
 
@@ -65,21 +70,42 @@ class StepReader:
             configuration's ``max_argument_bytes``).
         context: also read the agent name and conversation id of each step (``serve``'s events need them; a
             report does not).
+        config: the configuration whose ``redacted_values`` and user-defined conventions apply (and whose
+            ``max_argument_bytes`` wins over the argument).
     """
 
-    __slots__ = ("_context", "_extract")
+    __slots__ = ("_context", "_extract", "_extractor")
 
-    def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True) -> None:
-        self._extract = Extractor(max_argument_bytes).tool_call
+    def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True,
+                 config: LoopGuardConfig | None = None) -> None:
+        self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
+        self._extract = self._extractor.tool_call
         self._context = context
+
+    @property
+    def extractor(self) -> Extractor:
+        """The extractor it reads with."""
+        return self._extractor
+
+    def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
+        """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
+        for deriving calls when the trace has no tool span), or None for any other span."""
+        attrs = span.attributes
+        extractor = self._extractor
+        if not extractor.may_matter(attrs, span.name):
+            return None
+        if extractor.span_role(attrs, span.name) == ROLE_LLM:
+            return extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                        span.end_ns, messages=messages, context=self._context)
+        return self.step(span)
 
     def step(self, span: SpanRecord) -> Step | None:
         """The step of one span: a tool call, a model call with token usage, or None for any other span."""
         attrs = span.attributes
-        if not attrs:
+        extractor = self._extractor
+        if not extractor.may_matter(attrs, span.name):
             return None
-        # Most spans of an agent's trace are tool calls: told apart without the call to span_role.
-        role = ROLE_TOOL if attrs.get(GEN_AI_OPERATION_NAME) == OP_EXECUTE_TOOL else span_role(attrs)
+        role = extractor.span_role(attrs, span.name)
         if role == ROLE_TOOL:
             events = span.events
             call = self._extract(
@@ -93,9 +119,9 @@ class StepReader:
                 start_ns=span.start_ns,
                 end_ns=span.end_ns,
                 call=call,
-                agent=agent_name(attrs) if context else None,
+                agent=extractor.agent_name(attrs, name=span.name) if context else None,
                 conversation=conversation_id(attrs) if context else None,
-                origin=ORIGIN_MCP_CLIENT if attrs.get(MCP_METHOD_NAME) is not None else "",
+                origin=tool_origin(attrs),
             )
         if role == ROLE_LLM:
             usage = llm_usage(attrs)
@@ -109,20 +135,42 @@ class StepReader:
                 end_ns=span.end_ns,
                 model=usage[0],
                 usage=usage[1],
-                agent=agent_name(attrs) if context else None,
+                agent=extractor.agent_name(attrs, name=span.name) if context else None,
                 conversation=conversation_id(attrs) if context else None,
             )
         return None
 
 
+_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
+#: Estimated bytes of one held model turn besides its message content.
+TURN_OVERHEAD_BYTES = 256
+
+
+def _turn_bytes(turn: Turn) -> int:
+    size = TURN_OVERHEAD_BYTES
+    for _, name, args in (*turn.calls, *turn.history):
+        size += 64 + len(name) + (len(args) if isinstance(args, str) else 256)
+    for call_id, result in turn.results or ():
+        size += 64 + len(call_id) + (len(result) if isinstance(result, str) else 256)
+    return size
+
+
 class _Held:
     """One trace held until the input ends."""
 
-    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "sources")
+    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "results", "sources", "tools", "turn_ids",
+                 "turns", "unread")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
         self.partial = partial
+        # Model turns, judged at the end in end order (usage once per model call; calls derived without tool spans).
+        self.turns: list[Turn] = []
+        self.turn_ids: set[int] = set()
+        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
+        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.tools = False
+        self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
         self.sources: list[str] = []
@@ -145,7 +193,7 @@ class TraceCollector:
     def __init__(self, engine: LoopEngine, *, group_by: Iterable[str] = (), observed_at: float | None = None,
                  max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
         self.engine = engine
-        self._reader = StepReader(engine.config.max_argument_bytes, context=False)
+        self._reader = StepReader(context=False, config=engine.config)
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
@@ -194,14 +242,30 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
-        step = self._reader.step(span)
-        if step is not None:
+        step = self._reader.read(span, messages=not held.tools)
+        if isinstance(step, Turn):
+            if self._add_turn(held, step):
+                held.unread.model(span.attributes)
+        elif step is None:
+            if (span.attributes and span.span_id not in held.turn_ids
+                    and self._reader.extractor.span_role(span.attributes, span.name) == ROLE_AGENT):
+                held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
+                held.unread.model(span.attributes)
+        else:
             judge = held.judge
             if judge is None:
-                judge = held.judge = TraceJudge(self.engine)
+                judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
             before = judge.kept_bytes
             if judge.add(step):
                 self._bytes += judge.kept_bytes - before
+                call = step.call
+                if call is not None:
+                    held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
+                                     [(name, ev) for name, _, ev in span.events],
+                                     self._reader.extractor.convention(span.attributes, span.name))
+                if not held.tools:
+                    held.tools = True
+                    self._drop_messages(held)
             else:
                 self.duplicates += 1
         if self._bytes > self._max_bytes:
@@ -229,6 +293,37 @@ class TraceCollector:
             self._last = None
             return [self._report(trace_id, h) for trace_id, h in held]
 
+    def _add_turn(self, held: _Held, turn: Turn) -> bool:
+        if turn.span_id in held.turn_ids:
+            self.duplicates += 1
+            return False
+        held.turn_ids.add(turn.span_id)
+        if turn.results:
+            # Each input repeats every earlier result: each result is kept once, with the earliest input that has
+            # it (whatever order the spans arrive in); the turn keeps only that its input was recorded.
+            first = held.results
+            key = (turn.start_ns, turn.span_id)
+            for call_id, result in turn.results:
+                known = first.get(call_id)
+                if known is None:
+                    first[call_id] = (key, result)
+                    self._bytes += 64 + (len(result) if isinstance(result, str) else 256)
+                elif key < known[0]:
+                    first[call_id] = (key, result)
+            turn = turn._replace(results=())
+        held.turns.append(turn)
+        self._bytes += _turn_bytes(turn)
+        return True
+
+    def _drop_messages(self, held: _Held) -> None:
+        # A trace with a tool span reads its calls there: the model turns keep only their usage.
+        if held.results or any(t.calls or t.history for t in held.turns):
+            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
+            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
+            held.turns = [t._replace(calls=(), results=None, history=()) for t in held.turns]
+            held.results = {}
+            self._bytes += sum(_turn_bytes(t) for t in held.turns)
+
     def _release_oldest(self) -> list[TraceReport]:
         out = []
         while self._bytes > self._max_bytes and self._held:
@@ -236,6 +331,8 @@ class TraceCollector:
             if trace_id == self._last:
                 self._last = None
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
+            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
+            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
             self.early_releases += 1
             self._released[trace_id] = None
             if len(self._released) > _MAX_RELEASED_IDS:
@@ -261,7 +358,21 @@ class TraceCollector:
     def _report(self, trace_id: int, held: _Held) -> TraceReport:
         judge = held.judge
         if judge is None:
-            judge = TraceJudge(self.engine)
+            judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
+        if held.turns:
+            turns = TurnJudge(derive=not held.tools)
+            if held.results:
+                by_turn: dict[int, list[tuple[str, Any]]] = {}
+                for call_id, ((_, span_id), result) in held.results.items():
+                    by_turn.setdefault(span_id, []).append((call_id, result))
+                held.turns = [t._replace(results=tuple(by_turn.get(t.span_id, ()))) if t.results is not None else t
+                              for t in held.turns]
+            for turn in sorted(held.turns, key=_TURN_ORDER):
+                for step in turns.add(turn):
+                    judge.add(step)
+            for step in turns.finish():
+                judge.add(step)
+            held.unread.derived(turns.derived)
         observed_at = self._observed_at
         if observed_at is None and held.max_end_ns:
             observed_at = held.max_end_ns * 1e-9
@@ -274,4 +385,8 @@ class TraceCollector:
             source += " and more"
         best = held.best
         attributes = {name: best[name][1] for name in self._group_by if name in best} if best else None
-        return judge.report(source, f"{trace_id:032x}", attributes=attributes)
+        report = judge.report(source, f"{trace_id:032x}", attributes=attributes)
+        causes = held.unread.causes()
+        if causes:
+            report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+        return report

@@ -47,7 +47,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from .config import LoopGuardConfig, ToolSettings
+from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
 from .judge import MCP_CLIENT_NESTING, Step, TraceJudge, join_nested
@@ -178,14 +178,7 @@ def read_calibrate_table(path: str | os.PathLike[str]) -> dict[str, tuple[Any, .
     Raises:
         ConfigError: the file cannot be read, is not TOML, or the table holds an unknown key or a bad value.
     """
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("calibrate", {})
+    table = read_config_toml(path).get("calibrate", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [calibrate] must be a TOML table")
     axes: dict[str, tuple[Any, ...]] = {}

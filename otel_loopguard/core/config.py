@@ -66,6 +66,35 @@ DEFAULT_PERMANENT_ERRORS: tuple[str, ...] = (
 #: The version stamps ``versions`` accepts (``LOOPGUARD_VERSION_<KEY>`` each).
 VERSION_KEYS: tuple[str, ...] = ("prompt", "tools", "model", "harness")
 
+@dataclass(frozen=True)
+class RedactedValue:
+    """A placeholder that means "not recorded" wherever it stands for a tool call's arguments or result.
+
+    Args:
+        value: the placeholder text.
+        attributes: only in these attributes (empty = in any); ADK's ``{}`` is a placeholder only in its own
+            content attributes, elsewhere ``{}`` is a call without arguments.
+    """
+
+    value: str
+    attributes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str):
+            raise ConfigError(f"redacted_values: a placeholder must be a string, got {self.value!r}")
+        if isinstance(self.attributes, str) or not all(isinstance(a, str) for a in self.attributes):
+            raise ConfigError(f"redacted_values: attributes must be a list of strings, got {self.attributes!r}")
+        object.__setattr__(self, "attributes", tuple(self.attributes))
+
+
+#: Placeholders instrumentations write instead of content they do not record: OpenInference's ``hide_inputs``,
+#: strands' and Mastra's redaction, ADK's legacy schema with content capture off (only in its content attributes).
+DEFAULT_REDACTED_VALUES: tuple[RedactedValue, ...] = (
+    RedactedValue("__REDACTED__"),
+    RedactedValue("[REDACTED]"),
+    RedactedValue("{}", ("gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response")),
+)
+
 # Per-tool keys that exist only at the top level: what they mean is per trace.
 _TRACE_ONLY = ("window", "max_period", "repeat_limit")
 
@@ -174,6 +203,36 @@ def _mapping_of(kind: type) -> Callable[[str, Any], Mapping[str, Any]]:
         return MappingProxyType(dict(value))
 
     return check
+
+
+def _redacted_values(name: str, value: Any) -> tuple[RedactedValue, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ConfigError(f"{name} must be a list of strings or {{value, attributes}} tables, got {value!r}")
+    out = []
+    for item in value:
+        if isinstance(item, RedactedValue):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(RedactedValue(item))
+        elif isinstance(item, Mapping):
+            _check_keys(f"{name} entry", item, ("value", "attributes"))
+            if "value" not in item:
+                raise ConfigError(f"{name}: an entry needs a value, got {dict(item)!r}")
+            attributes = item.get("attributes", ())
+            if isinstance(attributes, str) or not isinstance(attributes, (list, tuple)):
+                raise ConfigError(f"{name}: attributes must be a list of strings, got {attributes!r}")
+            out.append(RedactedValue(item["value"], tuple(attributes)))
+        else:
+            raise ConfigError(f"{name}: an entry must be a string or a {{value, attributes}} table, got {item!r}")
+    return tuple(out)
+
+
+def _convention_tables(name: str, value: Any) -> Mapping[str, Mapping[str, Any]]:
+    # Only the shape: the conventions layer validates each table (otel_loopguard.conventions.user).
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, Mapping)
+                                                 for k, v in value.items()):
+        raise ConfigError(f"{name} must be [conventions.NAME] tables, got {value!r}")
+    return MappingProxyType(dict(value))
 
 
 # -- environment spellings ------------------------------------------------------------------------------------------
@@ -351,6 +410,11 @@ class LoopGuardConfig:
         max_tool_names: distinct tool names used as metric attributes before the rest become ``_OTHER``.
         max_argument_bytes: arguments or results longer than this are fingerprinted without parsing.
         per_conversation: track state per ``gen_ai.conversation.id`` instead of per trace when present.
+        redacted_values: placeholders that mean "not recorded" in a call's arguments or result (strings, or
+            :class:`RedactedValue` limited to some attributes); an argument object whose values are all
+            placeholders is not recorded either.
+        conventions: user-defined tool-span conventions, ``[conventions.NAME]`` tables as plain values; the
+            conventions layer validates them (``otel_loopguard.conventions.user``).
 
     Raises:
         ConfigError: a value is out of range or of the wrong type; the message names the setting.
@@ -383,6 +447,9 @@ class LoopGuardConfig:
     max_tool_names: int = _setting(100, check=_positive_int, env=int)
     max_argument_bytes: int = _setting(65_536, check=_positive_int, env=int)
     per_conversation: bool = _setting(False, check=_flag, env=parse_bool)
+    redacted_values: tuple[RedactedValue, ...] = _setting(
+        DEFAULT_REDACTED_VALUES, check=_redacted_values, env=_extendable(DEFAULT_REDACTED_VALUES, tuple))
+    conventions: Mapping[str, Mapping[str, Any]] = _setting(factory=dict, check=_convention_tables)
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -545,6 +612,22 @@ def _read_config_file(path: str | os.PathLike[str]) -> bytes:
     return data
 
 
+def read_config_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed TOML document of a configuration file (a regular UTF-8 file of at most :data:`MAX_CONFIG_BYTES`).
+
+    Raises:
+        ConfigError: the file cannot be read, is not a regular file, is too large, not UTF-8 or not TOML.
+    """
+    try:
+        return tomllib.loads(_read_config_file(path).decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
 def _table(kind: type, where: str, table: Any) -> Any:
     """An instance of the dataclass ``kind`` from a TOML table whose keys are its fields."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
@@ -578,18 +661,13 @@ _TOML_TABLES: dict[str, Callable[[Any], Any]] = {
     "lease": lambda table: _table(LeasePolicy, "[lease]", table),
     "prices": lambda tables: _named_tables(Prices, "prices", tables),
     "tools": lambda tables: _named_tables(ToolSettings, "tools", tables),
+    "redacted_values": lambda value: _redacted_values("redacted_values", value),
+    "conventions": lambda tables: _convention_tables("conventions", tables),
 }
 
 
 def _from_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(_read_config_file(path).decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = read_config_toml(path)
     try:
         return config_values(data)
     except ConfigError as exc:

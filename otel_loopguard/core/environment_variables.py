@@ -23,6 +23,7 @@ __all__ = [
     "LOOPGUARD_MIN_REPETITIONS",
     "LOOPGUARD_PERMANENT_ERRORS",
     "LOOPGUARD_PER_CONVERSATION",
+    "LOOPGUARD_REDACTED_VALUES",
     "LOOPGUARD_REPEAT_LIMIT",
     "LOOPGUARD_SIGNATURE_KEY",
     "LOOPGUARD_STOP_AFTER",
@@ -106,3 +107,6 @@ LOOPGUARD_VERSION_MODEL = "LOOPGUARD_VERSION_MODEL"
 
 LOOPGUARD_VERSION_HARNESS = "LOOPGUARD_VERSION_HARNESS"
 """``versions["harness"]``: set on every span as ``app.harness.version``."""
+
+LOOPGUARD_REDACTED_VALUES = "LOOPGUARD_REDACTED_VALUES"
+"""``redacted_values``: placeholders meaning "not recorded" (comma-separated; a leading ``+`` extends the defaults)."""

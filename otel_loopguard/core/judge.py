@@ -321,6 +321,8 @@ class TraceReport:
             memory bound forced it out early or its kept steps outgrew their budget.
         failed_calls: tool calls that failed.
         duplicates: spans of the trace delivered more than once (counted once).
+        unread: why spans that look like an agent's could not be read as tool calls (JSON objects with
+            ``reason``, ``keys``, ``spans``, ``message``; filled in by the conventions layer).
     """
 
     source: str
@@ -337,6 +339,7 @@ class TraceReport:
     partial: bool = False
     failed_calls: int = 0
     duplicates: int = 0
+    unread: tuple[dict[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object ``otel-loopguard audit --json`` prints for this trace."""
@@ -361,6 +364,8 @@ class TraceReport:
             if self.cost.unpriced_tokens:
                 out["unpriced_tokens"] = self.cost.unpriced_tokens
                 out["unpriced_models"] = sorted(self.cost.unpriced_models)
+        if self.unread:
+            out["unread"] = [dict(u) for u in self.unread]
         return out
 
 
@@ -570,6 +575,29 @@ class TraceJudge:
         else:
             self._ready.append(step)
         return True
+
+    def discard(self, origin: str) -> int:
+        """Drop the kept and waiting steps of one origin (``serve``: tool calls derived from model spans, once the
+        trace turns out to have tool spans or its model spans are derived again); the next :meth:`finish` judges
+        the trace again, exactly, without them.
+
+        Returns:
+            How many steps were dropped (none when steps are not kept: the report is then marked partial).
+        """
+        log = self._log
+        if log is None:
+            self.partial = True
+            return 0
+        dropped = [s for s in log if s.origin == origin]
+        if not dropped:
+            return 0
+        self._log = [s for s in log if s.origin != origin]
+        self._ready = [s for s in self._ready if s.origin != origin]
+        self.kept_bytes = sum(_compact(s, self._max_bytes)[1] for s in self._log)
+        if self._ids is not None:
+            self._ids.difference_update(s.span_id for s in dropped)
+        self.reordered = True
+        return len(dropped)
 
     def drop_steps(self) -> int:
         """Free the kept steps (a memory budget was hit); the trace can no longer be judged again exactly.

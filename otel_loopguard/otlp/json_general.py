@@ -19,6 +19,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..conventions.span import SpanRecord
@@ -443,41 +444,30 @@ def hex_id(value: Any, digits: int) -> int | None:
     return _from_bytes(raw, "big")
 
 
-def _request(obj: Any) -> list[SpanRecord]:
-    """Decode a parsed request, span by span."""
-    if obj.__class__ is not dict:
-        raise _Bad(f"expected an ExportTraceServiceRequest object, got {kind_of(obj)}")
+def walk_spans(resource_spans: Iterable[Any], resource_of: Callable[[Any], dict[str, Any]],
+               scopes_of: Callable[[Any], Iterable[Any]], spans_of: Callable[[Any], Iterable[Any]],
+               span_of: Callable[[Any, dict[str, Any]], SpanRecord]) -> list[SpanRecord]:
+    """The resource / scope / span walk of a request, shared by the JSON and protobuf decoders.
+
+    ``resource_of(rs)`` and ``scopes_of(rs)`` read one ResourceSpans, ``spans_of(ss)`` one ScopeSpans and
+    ``span_of(span, resource)`` decodes one span; a :class:`_Bad` any of them raises gets the location of the
+    element it came from (``resourceSpans[i].scopeSpans[j].spans[k]``).
+    """
     out: list[SpanRecord] = []
     append = out.append
-    resource_spans = _list(obj, "resourceSpans", "resource_spans")
     i = 0
     try:
         for i, rs in enumerate(resource_spans):
-            if rs.__class__ is not dict:
-                raise _Bad(f"expected a ResourceSpans object, got {kind_of(rs)}")
-            resource: dict[str, Any] = {}
-            res = rs.get("resource")
-            if res is not None:
-                if res.__class__ is not dict:
-                    raise _Bad(f"expected a Resource object, got {kind_of(res)}", "resource")
-                try:
-                    resource = attributes(res.get("attributes"))
-                except _Bad as exc:
-                    raise exc.under("resource.attributes") from None
-            scopes = _list(rs, "scopeSpans", "scope_spans")
-            if not scopes:
-                # OTLP before 0.19 used this name; old dumps still carry it.
-                scopes = _list(rs, "instrumentationLibrarySpans", "instrumentation_library_spans")
+            resource = resource_of(rs)
+            scopes = scopes_of(rs)
             j = 0
             try:
                 for j, ss in enumerate(scopes):
-                    if ss.__class__ is not dict:
-                        raise _Bad(f"expected a ScopeSpans object, got {kind_of(ss)}")
-                    spans = _list(ss, "spans", "spans")
+                    spans = spans_of(ss)
                     k = 0
                     try:
                         for k, span in enumerate(spans):
-                            append(_span(span, resource))
+                            append(span_of(span, resource))
                     except _Bad as exc:
                         raise exc.under(f"spans[{k}]") from None
             except _Bad as exc:
@@ -485,6 +475,41 @@ def _request(obj: Any) -> list[SpanRecord]:
     except _Bad as exc:
         raise exc.under(f"resourceSpans[{i}]") from None
     return out
+
+
+def _resource(rs: Any) -> dict[str, Any]:
+    if rs.__class__ is not dict:
+        raise _Bad(f"expected a ResourceSpans object, got {kind_of(rs)}")
+    res = rs.get("resource")
+    if res is None:
+        return {}
+    if res.__class__ is not dict:
+        raise _Bad(f"expected a Resource object, got {kind_of(res)}", "resource")
+    try:
+        return attributes(res.get("attributes"))
+    except _Bad as exc:
+        raise exc.under("resource.attributes") from None
+
+
+def _scopes(rs: dict[str, Any]) -> list[Any]:
+    scopes = _list(rs, "scopeSpans", "scope_spans")
+    if not scopes:
+        # OTLP before 0.19 used this name; old dumps still carry it.
+        scopes = _list(rs, "instrumentationLibrarySpans", "instrumentation_library_spans")
+    return scopes
+
+
+def _spans(ss: Any) -> list[Any]:
+    if ss.__class__ is not dict:
+        raise _Bad(f"expected a ScopeSpans object, got {kind_of(ss)}")
+    return _list(ss, "spans", "spans")
+
+
+def _request(obj: Any) -> list[SpanRecord]:
+    """Decode a parsed request, span by span."""
+    if obj.__class__ is not dict:
+        raise _Bad(f"expected an ExportTraceServiceRequest object, got {kind_of(obj)}")
+    return walk_spans(_list(obj, "resourceSpans", "resource_spans"), _resource, _scopes, _spans, _span)
 
 
 def decode_json_document(obj: Any, *, source: str | None, location: str | None = None) -> list[SpanRecord]:

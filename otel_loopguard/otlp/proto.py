@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ..conventions.span import SpanRecord
 from ..errors import InputError
-from .json_general import MAX_VALUE_DEPTH, STATUS_CODES, STATUS_ERROR, _Bad, bad_status_code
+from .json_general import MAX_VALUE_DEPTH, STATUS_CODES, STATUS_ERROR, _Bad, bad_status_code, walk_spans
 
 __all__ = ["decode_proto_request"]
 
@@ -128,30 +128,23 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     )
 
 
-def _request(request: Any) -> list[SpanRecord]:
-    out: list[SpanRecord] = []
-    append = out.append
-    i = 0
+def _resource(rs: Any) -> dict[str, Any]:
     try:
-        for i, rs in enumerate(request.resource_spans):
-            try:
-                resource = _attributes(rs.resource.attributes)
-            except _Bad as exc:
-                raise exc.under("resource.attributes") from None
-            j = 0
-            try:
-                for j, ss in enumerate(rs.scope_spans):
-                    k = 0
-                    try:
-                        for k, span in enumerate(ss.spans):
-                            append(_span(span, resource))
-                    except _Bad as exc:
-                        raise exc.under(f"spans[{k}]") from None
-            except _Bad as exc:
-                raise exc.under(f"scopeSpans[{j}]") from None
+        return _attributes(rs.resource.attributes)
     except _Bad as exc:
-        raise exc.under(f"resourceSpans[{i}]") from None
-    return out
+        raise exc.under("resource.attributes") from None
+
+
+def _scopes(rs: Any) -> Any:
+    return rs.scope_spans
+
+
+def _spans(ss: Any) -> Any:
+    return ss.spans
+
+
+def _request(request: Any) -> list[SpanRecord]:
+    return walk_spans(request.resource_spans, _resource, _scopes, _spans, _span)
 
 
 def decode_proto_request(data: bytes, *, source: str = "request") -> list[SpanRecord]:

@@ -247,6 +247,9 @@ class Emitter:
             n.METRIC_TRACES_EVICTED, n.UNIT_TRACE, "Trace states evicted before their end"
         )
         self.errors = meter.create_counter(n.METRIC_PROCESSOR_ERRORS, n.UNIT_ERROR, "Failures inside loopguard's hooks")
+        self.spans_unread = meter.create_counter(
+            n.METRIC_SPANS_UNREAD, n.UNIT_SPAN, "GenAI spans that could not be read as tool calls, by reason"
+        )
 
     def tool_call(self, tool: str) -> None:
         """Count one tool call."""
@@ -300,6 +303,10 @@ class Emitter:
     def agent_finished(self, agent: str | None, tool_calls: int) -> None:
         """An agent invocation ended after ``tool_calls`` tool calls."""
         self.agent_tool_calls.record(tool_calls, {n.GEN_AI_AGENT_NAME: self.agent_names(agent)})
+
+    def unread(self, reason: str, spans: int) -> None:
+        """Count spans that could not be read as tool calls (reason: a constant of conventions/unread.py)."""
+        self.spans_unread.add(spans, {n.LOOPGUARD_UNREAD_REASON: bounded_name(reason)})
 
     def error(self, error_type: str) -> None:
         """Count a failure inside a hook."""

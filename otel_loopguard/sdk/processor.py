@@ -19,20 +19,18 @@ from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from ..conventions import names as n
 from ..conventions.extract import (
-    MARKER_KEYS,
     ROLE_AGENT,
     ROLE_LLM,
     ROLE_TOOL,
     Extractor,
-    agent_name,
     conversation_id,
-    is_mcp_client,
-    llm_usage,
-    span_role,
 )
+from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge
+from ..conventions.nesting import CONVENTION_NESTING, tool_origin
+from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
-from ..core.judge import ORIGIN_MCP_CLIENT, Judged, Step, TraceJudge
+from ..core.judge import Judged, Step, TraceJudge
 from ..core.model import NO_INTERVENTION, Intervention, Verdict
 from ..core.store import StateStore
 from ..errors import ConfigError
@@ -55,6 +53,21 @@ def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
 
 
 _EMPTY: dict[str, Any] = {}
+_TOOL_SPAN_PREFIX = n.EXECUTE_TOOL_SPAN_PREFIX
+# Names of agent spans that get their attributes after start: GenAI `invoke_agent <name>` (strands, ADK) and
+# OpenLLMetry's `<name>.agent`.
+_LATE_AGENT_PREFIX = n.INVOKE_AGENT_SPAN_PREFIX
+_LATE_AGENT_SUFFIX = n.TRACELOOP_AGENT_SPAN_SUFFIX
+# Tool-call end times kept per open trace (for agent spans recognised only at their end), and causes of unread
+# input logged per processor, at most.
+_MAX_TOOL_ENDS = 4096
+_MAX_UNREAD_LOGGED = 256
+
+
+def _events(span: ReadableSpan) -> Any:
+    """A span's events as (name, attributes), read only when the convention needs them (``span.events`` copies)."""
+    for e in span.events:
+        yield e.name, e.attributes or _EMPTY
 
 
 def _plain(attrs: Any) -> dict[str, Any]:
@@ -81,12 +94,29 @@ MAX_OPEN_TOOLS = 1024
 class _Agent:
     __slots__ = ("name", "span", "span_id", "tool_calls")
 
-    def __init__(self, span_id: int, name: str | None, span: Span) -> None:
+    def __init__(self, span_id: int, name: str | None, span: Span | None) -> None:
         self.span_id = span_id
         self.name = name
         # Weak: an agent span that ends unseen (its end dropped from a full queue) frees itself.
-        self.span = weakref.ref(span)
+        self.span = weakref.ref(span) if span is not None else _no_span
         self.tool_calls = 0
+
+
+def _no_span() -> Span | None:
+    return None
+
+
+def _agent_of(extractor: Extractor, span: Any) -> str | None:
+    """The agent name a still-open span carries now (an agent span whose attributes arrived after its start)."""
+    if span is None:
+        return None
+    try:
+        attrs = _plain(span.attributes)
+    except Exception:  # noqa: BLE001 - a span of another SDK: no name
+        return None
+    if extractor.span_role(attrs, span.name) != ROLE_AGENT:
+        return None
+    return extractor.agent_name(attrs, name=span.name)
 
 
 class _Trace:
@@ -96,7 +126,7 @@ class _Trace:
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agents", "judge", "key", "root", "tools")
+    __slots__ = ("agents", "has_tools", "judge", "key", "root", "tool_ends", "tools", "turns", "unread")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
@@ -104,6 +134,20 @@ class _Trace:
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
+        # Model calls counted once, and tool calls derived from them while the trace has no tool span (made at the
+        # first model span); what could not be read (made at the first GenAI span that may say so).
+        self.turns: TurnJudge | None = None
+        self.unread: UnreadTrace | None = None
+        # End times of the trace's tool calls (bounded), for agent spans recognised only when they end.
+        self.tool_ends: list[int] = []
+        self.has_tools = False
+
+    def unread_now(self) -> UnreadTrace:
+        """The trace's unread-input record (made on first use)."""
+        unread = self.unread
+        if unread is None:
+            unread = self.unread = UnreadTrace()
+        return unread
 
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
@@ -142,6 +186,36 @@ class _Roots:
 
     def pop(self, trace_id: int, default: None = None) -> None:
         self.refs.pop(trace_id, None)
+
+
+class _LateAgents:
+    """Spans named like agent spans that started without attributes, by trace id: held weakly (an ended, freed span
+    goes), at most ``limit`` traces (the oldest forgotten)."""
+
+    __slots__ = ("limit", "refs")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.refs: dict[int, list[weakref.ref[Span]]] = {}
+
+    def add(self, trace_id: int, span: Span) -> None:
+        refs = self.refs
+        entry = refs.get(trace_id)
+        if entry is None:
+            if len(refs) >= self.limit:
+                try:
+                    del refs[next(iter(refs))]
+                except (StopIteration, KeyError, RuntimeError):
+                    pass  # changed by the worker meanwhile
+            entry = refs[trace_id] = []
+        if len(entry) < MAX_OPEN_AGENTS:
+            entry.append(weakref.ref(span))
+
+    def pop(self, trace_id: int) -> list[Span]:
+        entry = self.refs.pop(trace_id, None)
+        if not entry:
+            return []
+        return [span for ref in entry if (span := ref()) is not None]
 
 
 class _Finished:
@@ -224,7 +298,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
             raise ConfigError(f"max_queue must be a positive integer, got {max_queue!r}")
         self.config = config if config is not None else LoopGuardConfig.load()
         self._engine = LoopEngine(self.config)
-        self._extractor = Extractor(self.config.max_argument_bytes)
+        self._extractor = Extractor.from_config(self.config)
+        # The attribute keys that make a span worth a look (the built-in conventions' and the user's).
+        self._markers = self._extractor.marker_keys
+        # Causes of unread input already logged (each reason and set of keys once).
+        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
@@ -246,6 +324,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
         self._roots = _Roots()
+        # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
+        self._late_agents = _LateAgents(self.config.max_traces)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed) if deferred else None
         )
@@ -269,7 +349,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             attrs = span.attributes
             if attrs:
                 attrs = _plain(attrs)
-                if not MARKER_KEYS.isdisjoint(attrs):
+                if not self._markers.isdisjoint(attrs):
                     # The worker works out the role and records the span (a root: as the trace's root).
                     self._submit((_STARTED, span, None, attrs, is_root))
                     return
@@ -277,6 +357,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
                 # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
                 self._roots.add(span.get_span_context().trace_id, span)
+            else:
+                name = span.name
+                if name.startswith(_LATE_AGENT_PREFIX) or name.endswith(_LATE_AGENT_SUFFIX):
+                    # Maybe an agent span whose attributes come after its start: looked at again when its trace's
+                    # next call is judged (held weakly, until then).
+                    self._late_agents.add(span.get_span_context().trace_id, span)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start", exc)
 
@@ -285,8 +371,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._is_shutdown:
             return
         try:
-            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them.
-            if not MARKER_KEYS.isdisjoint(span.attributes or ()):
+            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them
+            # (a GenAI tool span name without attributes is one too: ADK for JS when the tool raised).
+            if not self._markers.isdisjoint(span.attributes or ()) or span.name.startswith(_TOOL_SPAN_PREFIX):
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
                 if not is_root:
@@ -315,20 +402,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
                 attrs = _plain(span.attributes)
-                role = span_role(attrs)
+                role = self._extractor.span_role(attrs, span.name)
                 if role == ROLE_TOOL:
                     self._tool_ended(span, attrs)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
-                    self._agent_ended(span)
+                    self._agent_ended(span, attrs)
             if is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end" if kind is _ENDED else "on_start", exc)
 
     def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
-        role = span_role(attrs)
+        role = self._extractor.span_role(attrs, span.name)
         ctx = span.get_span_context()
         if role is None:
             if is_root:
@@ -343,7 +430,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT:
                 if len(record.agents) < MAX_OPEN_AGENTS:
-                    record.agents.append(_Agent(ctx.span_id, agent_name(attrs), span))
+                    record.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
             elif role == ROLE_TOOL and len(record.tools) < MAX_OPEN_TOOLS:
                 record.tools.add(ctx.span_id)
 
@@ -470,17 +557,35 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return judge_slot
 
     def _target(self, trace_id: int, record: _Trace) -> Span | None:
-        """Where a span event goes (caller holds the record's lock); the record learns its root on first use."""
+        """Where a span event goes (caller holds the record's lock); the record learns its root on first use, and
+        its agent spans whose attributes arrived after their start."""
+        if self._late_agents.refs:
+            late = self._late_agents.pop(trace_id)
+            if late:
+                self._promote(record, late)
         if record.root is None:
             root = self._roots.get(trace_id)
             if root is not None:
                 record.root = weakref.ref(root)
         return record.target()
 
+    def _promote(self, record: _Trace, late: list[Span]) -> None:
+        """Agent spans that carry an agent convention's attributes now become the record's open agents (outer
+        first); a tool span's own attributes never name one (only agent spans are looked at)."""
+        known = {a.span_id for a in record.agents}
+        for span in sorted(late, key=lambda s: s.start_time or 0):
+            span_id = span.get_span_context().span_id
+            if span_id in known or not span.is_recording():
+                continue
+            name = _agent_of(self._extractor, span)
+            if name is not None and len(record.agents) < MAX_OPEN_AGENTS:
+                record.agents.append(_Agent(span_id, name, span))
+
     def _new_judge(self) -> TraceJudge:
         self._emitter.trace_started()
-        # Live: judged as spans end (never re-judged), so no steps are kept; no report, so no step audit.
-        return TraceJudge(self._engine, keep_steps=False, step_audit=False)
+        # Live: judged as spans end (never re-judged), so no steps are kept; no report, so no step audit. Nested
+        # tool spans of one call (an OpenInference TOOL span around AutoGen's own) join as in ``audit``.
+        return TraceJudge(self._engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
 
     def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
@@ -494,101 +599,142 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record = slot.state
             record.tools.discard(ctx.span_id)
             parent_open = parent is not None and parent.span_id in record.tools
-            agent = record.agents[-1] if record.agents else None
             target = self._target(trace_id, record)
+            agent = record.agents[-1] if record.agents else None
             key = record.key
+            # The trace's calls are read from its tool spans: none is derived from its model spans.
+            record.has_tools = True
+            turns = record.turns
+            if turns is not None and turns.derive:
+                turns.tool_span_seen()
+            if len(record.tool_ends) < _MAX_TOOL_ENDS:
+                record.tool_ends.append(end or 0)
         status = span.status
-        status_error = status.status_code is StatusCode.ERROR
         call = self._extractor.tool_call(
             attrs,
             span_name=span.name,
             start_ns=span.start_time,
             end_ns=end,
-            status_error=status_error,
+            status_error=status.status_code is StatusCode.ERROR,
             status_message=status.description,
-            # Events matter only for the error class of a failed call; ``span.events`` copies them.
-            events=((e.name, e.attributes or {}) for e in span.events) if status_error and span.events else (),
+            # Read only when the convention keeps content in events or the call failed (``span.events`` copies).
+            events=_events(span),
         )
-        # The agent and conversation are read only when an event is told (_publish), not for every call.
+        captured = call.arguments_captured and call.result_captured
+        convention = None if captured else self._extractor.convention(attrs, span.name)
+        with slot.lock:
+            # Content found: only counted; not found: the span's unknown content-like keys are noted.
+            record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
+                                     () if captured else _events(span), convention)
+        # The agent and conversation are read only when an event is told (_publish), not for every call. Only a
+        # span inside an open tool span may be the same call seen twice (the judge's fast path stays for the rest).
         step = Step(
             span_id=ctx.span_id,
             parent_span_id=parent.span_id if parent is not None else None,
             start_ns=span.start_time or 0,
             end_ns=end or 0,
             call=call,
-            origin=ORIGIN_MCP_CLIENT if is_mcp_client(attrs) else "",
+            origin=tool_origin(attrs) if parent_open else "",
         )
-        judge_slot = self._judge_slot(slot, key, attrs, now)
-        judged: list[Step] = []
-        with judge_slot.lock:
-            judge_record = judge_slot.state
-            judge = judge_record.judge
-            if judge is None:
-                judge = judge_record.judge = self._new_judge()
-            told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
-        for done in judged:
-            if done.call is not None:
-                self._emitter.tool_call(done.call.tool)
-                if agent is not None:
-                    agent.tool_calls += 1
-        if told:
-            label = (agent.name if agent is not None else None) or agent_name(attrs)
-            for item in told:
-                self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
+        label = (agent.name if agent is not None else None)
+        self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, target, ctx, parent_open=parent_open,
+                          label=label, span_name=span.name)
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
-        usage = llm_usage(attrs)
-        if usage is None:
-            return
         ctx = span.context
         trace_id = ctx.trace_id
         end = span.end_time
         now = end * 1e-9 if end else time.time()
+        parent = span.parent
         slot = self._store.slot(trace_id, now)
         assert slot is not None
         with slot.lock:
             record = slot.state
             target = self._target(trace_id, record)
             key = record.key
-        parent = span.parent
-        step = Step(
-            span_id=ctx.span_id,
-            parent_span_id=parent.span_id if parent is not None else None,
-            start_ns=span.start_time or 0,
-            end_ns=end or 0,
-            model=usage[0],
-            usage=usage[1],
-        )
+            agent = record.agents[-1] if record.agents else None
+            turns = record.turns
+            if turns is None:
+                # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans,
+                # tool calls are derived from the model spans' messages.
+                turns = record.turns = TurnJudge(derive=not record.has_tools)
+            turn = self._extractor.model_turn(
+                attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
+                end or 0, messages=turns.derive, context=False)
+            steps = turns.add(turn) if turn is not None else []
+            unread = record.unread_now()
+            unread.model(attrs)
+            derived = sum(1 for step in steps if step.call is not None)
+            if derived:
+                unread.derived(derived)
+        if steps:
+            self._judge_steps(trace_id, slot, key, attrs, now, steps, agent, target, ctx,
+                              label=self._extractor.agent_name(attrs, name=span.name), span_name=span.name)
+
+    def _judge_steps(self, trace_id: int, slot: Any, key: Hashable | None, attrs: Any, now: float, steps: list[Step],
+                     agent: _Agent | None, target: Span | None, ctx: SpanContext | None, *, parent_open: bool = False,
+                     label: str | None = None, span_name: str = "") -> None:
+        """Judge the steps one span gave (a tool call; a model call's usage and the calls derived from it)."""
         judge_slot = self._judge_slot(slot, key, attrs, now)
+        judged: list[Step] = []
+        told: list[Judged] = []
         with judge_slot.lock:
             judge_record = judge_slot.state
             judge = judge_record.judge
             if judge is None:
                 judge = judge_record.judge = self._new_judge()
-            told = judge.judge(step)
-        for item in told:
-            self._publish(trace_id, item, target, ctx, agent_name(attrs), conversation_id(attrs))
+            for step in steps:
+                told += judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        for done in judged:
+            if done.call is not None:
+                self._emitter.tool_call(done.call.tool)
+                if agent is not None:
+                    agent.tool_calls += 1
+        if told:
+            # An agent span whose attributes arrived after its start is recognised by what it carries now.
+            label = (label or (self._extractor.agent_name(attrs, name=span_name) if span_name else None)
+                     or _agent_of(self._extractor, target))
+            for item in told:
+                self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
 
-    def _agent_ended(self, span: ReadableSpan) -> None:
+    def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
         end = span.end_time
-        slot = self._store.slot(span.context.trace_id, end * 1e-9 if end else time.time(), create=False)
+        slot = self._store.slot(span.context.trace_id, end * 1e-9 if end else time.time())
         if slot is None:
             return
         with slot.lock:
-            agents = slot.state.agents
+            record = slot.state
+            record.unread_now().model(attrs)
+            agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
                 if agents[i].span_id == span_id:
                     agent = agents.pop(i)
                     break
             else:
-                return
+                # Recognised only now: its attributes were set after it started (strands, ADK, OpenLLMetry). Its
+                # tool calls are those of the trace that ended while it was open.
+                start, stop = span.start_time or 0, end or 0
+                agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
+                agent.tool_calls = sum(1 for t in record.tool_ends if start <= t <= stop)
         self._emitter.agent_finished(agent.name, agent.tool_calls)
 
     def _root_ended(self, trace_id: int) -> None:
         self._roots.pop(trace_id, None)
+        self._late_agents.refs.pop(trace_id, None)
         record = self._store.pop(trace_id)
-        if record is None or record.key is not None:
+        if record is None:
+            return
+        turns = record.turns
+        if turns is not None and turns.derive:
+            # Calls derived from model spans that never got a result are judged now, without one.
+            pending = turns.finish()
+            if pending:
+                record.unread_now().derived(len(pending))
+                self._judge_pending(trace_id, record, pending)
+        if record.unread is not None:
+            self._report_unread(record.unread.causes())
+        if record.key is not None:
             return  # conversation state outlives one trace; its TTL releases it
         judge = record.judge
         if judge is None:
@@ -601,6 +747,45 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if slot is not None:
             slot.state.verdict = judge.verdict
             slot.state.stop = judge.stop
+
+    def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
+        """Judge derived calls at the trace's end (the record is out of the store: no other hook holds it)."""
+        now = time.time()
+        agent = record.agents[-1] if record.agents else None
+        target = self._target(trace_id, record)
+        if record.key is not None:
+            slot = self._store.slot(record.key, now)
+            if slot is None:
+                return
+            lock: Any = slot.lock
+            holder = slot.state
+        else:
+            lock, holder = threading.Lock(), record
+        judged: list[Step] = []
+        told: list[Judged] = []
+        with lock:
+            judge = holder.judge
+            if judge is None:
+                judge = holder.judge = self._new_judge()
+            for step in steps:
+                told += judge.judge(step, untimed_at=now, judged=judged)
+        for done in judged:
+            if done.call is not None:
+                self._emitter.tool_call(done.call.tool)
+                if agent is not None:
+                    agent.tool_calls += 1
+        label = (agent.name if agent is not None else None) or _agent_of(self._extractor, target)
+        for item in told:
+            self._publish(trace_id, item, target, None, label, None)
+
+    def _report_unread(self, causes: list[Unread]) -> None:
+        """Count unread spans; log each cause (reason and keys) once per processor."""
+        for cause in causes:
+            self._emitter.unread(cause.reason, cause.spans)
+            key = (cause.reason, cause.keys)
+            if key not in self._unread_logged and len(self._unread_logged) < _MAX_UNREAD_LOGGED:
+                self._unread_logged.add(key)
+                _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, judge: TraceJudge, evicted: str | None) -> None:
         cost = judge.cost
@@ -623,7 +808,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         step = judged.step
         call = step.call if step is not None else None
         end = step.end_ns if step is not None else None
-        if step is not None and (context is None or context.span_id != step.span_id):
+        if step is not None and step.origin != ORIGIN_DERIVED and (context is None or context.span_id != step.span_id):
             # Decided by another span than the one that just ended (an inner span joined into it).
             context = SpanContext(trace_id, step.span_id, False, TraceFlags(TraceFlags.SAMPLED))
         event = VerdictEvent(

@@ -52,7 +52,6 @@ from aiohttp.streams import StreamReader
 from ..errors import InputError
 from .request import (
     DEADLINE_EXCEEDED,
-    EMPTY_PROTO_RESPONSE,
     INTERNAL,
     INVALID_ARGUMENT,
     JSON,
@@ -66,6 +65,7 @@ from .request import (
     Sink,
     decode,
     status_body,
+    success_body,
 )
 from .settings import BearerToken, ServeSettings
 
@@ -481,5 +481,5 @@ class OTLPHTTPServer:
             return 413, f"decompressed body is over the limit of {limit} bytes".encode()
         except InputError as exc:
             return 400, str(exc).encode()
-        self.sink(spans, plain, content_type)
-        return 200, (b"{}" if content_type == JSON else EMPTY_PROTO_RESPONSE)
+        warning = self.sink(spans, plain, content_type)
+        return 200, success_body(content_type, warning)

@@ -32,8 +32,28 @@ UNAUTHENTICATED = 16
 
 EMPTY_PROTO_RESPONSE = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
 
-# Called with the decoded spans and the raw (decompressed) body and its content type (for forwarding).
-Sink = Callable[[list[SpanRecord], bytes, str], None]
+# Called with the decoded spans and the raw (decompressed) body and its content type (for forwarding); returns
+# None, or a warning for the response's partial_success (every span accepted, some not readable as tool calls).
+Sink = Callable[[list[SpanRecord], bytes, str], "str | None"]
+
+
+def export_response(warning: str | None) -> trace_service_pb2.ExportTraceServiceResponse:
+    """The ``ExportTraceServiceResponse`` of an accepted request: empty, or a ``partial_success`` that rejects no
+    span (``rejected_spans = 0``) and carries ``warning`` as its ``error_message`` (the OTLP way to warn a sender)."""
+    response = trace_service_pb2.ExportTraceServiceResponse()
+    if warning:
+        response.partial_success.rejected_spans = 0
+        response.partial_success.error_message = warning
+    return response
+
+
+def success_body(content_type: str, warning: str | None) -> bytes:
+    """The body of an HTTP 200 answer: the response as protobuf, or as OTLP/JSON (``{}`` when empty)."""
+    if not warning:
+        return b"{}" if content_type == JSON else EMPTY_PROTO_RESPONSE
+    if content_type == JSON:
+        return json.dumps({"partialSuccess": {"rejectedSpans": "0", "errorMessage": warning}}).encode()
+    return export_response(warning).SerializeToString()
 
 
 class RequestTooLarge(Exception):

@@ -38,6 +38,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 
 from ..conventions.span import SpanRecord
+from ..conventions.unread import Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from .http_server import ConnectionStats, OTLPHTTPServer
 
 _logger = logging.getLogger(__name__)
+# The partial_success warning's length at most, and the causes of unread input logged per server at most.
+_MAX_WARNING = 2048
+_MAX_UNREAD_LOGGED = 256
 
 DEFAULT_GRPC = "127.0.0.1:4317"
 DEFAULT_HTTP = "127.0.0.1:4318"
@@ -129,6 +133,8 @@ class Server:
         self._clock = clock
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
+        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
+        self._unread_lock = threading.Lock()
         self._grpc: OTLPGrpcServer | None = None
         self._http: OTLPHTTPServer | None = None
         self._stop = threading.Event()
@@ -240,9 +246,15 @@ class Server:
         events, finished = self._table.finish_all()
         self._publish(events, finished)
 
-    def ingest(self, spans: list[SpanRecord]) -> None:
-        """Judge decoded spans as if they arrived in one request (what the receivers call)."""
-        events, tools, finished, started = self._table.add(spans, self._clock())
+    def ingest(self, spans: list[SpanRecord]) -> str | None:
+        """Judge decoded spans as if they arrived in one request (what the receivers call).
+
+        Returns:
+            None, or the warning for the OTLP ``partial_success`` of the response (``rejected_spans`` 0): why some
+            of the request's spans could not be read as tool calls, naming the attribute keys seen.
+        """
+        unread: list[Unread] = []
+        events, tools, finished, started = self._table.add(spans, self._clock(), unread)
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
             # A finished trace reopened by late spans comes back with its verdict, a new one as working.
@@ -250,16 +262,31 @@ class Server:
         for tool in tools:
             self._emitter.tool_call(tool)
         self._publish(events, finished)
+        if not unread:
+            return None
+        for cause in unread:
+            self._log_unread(cause)
+        return "; ".join(message(cause) for cause in unread)[:_MAX_WARNING]
 
     # -- internals ------------------------------------------------------------
 
-    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> None:
-        self.ingest(spans)
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> str | None:
+        warning = self.ingest(spans)
         if self._forward is not None:
             try:
                 self._forward(body, content_type)
             except Exception as exc:  # noqa: BLE001 - forwarding is best effort; judging already happened
                 _logger.warning("otel-loopguard serve: forwarding failed: %s", exc)
+        return warning
+
+    def _log_unread(self, cause: Unread) -> None:
+        # Each cause (reason and keys) is logged once per server.
+        key = (cause.reason, cause.keys)
+        with self._unread_lock:
+            if key in self._unread_logged or len(self._unread_logged) >= _MAX_UNREAD_LOGGED:
+                return
+            self._unread_logged.add(key)
+        _logger.warning("otel-loopguard serve: %s", message(cause))
 
     def _sweep(self) -> None:
         tick = min(0.25, self._table.idle / 4)
@@ -280,6 +307,9 @@ class Server:
                     self._emitter.error(type(exc).__name__)
         for done in finished:
             report = done.report
+            for cause in done.unread:
+                self._emitter.unread(cause.reason, cause.spans)
+                self._log_unread(cause)
             if done.tracked:
                 cost = report.cost.usd if report.cost is not None and done.seen_usage else None
                 self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)

@@ -33,15 +33,22 @@ becomes reordered, its report says ``partial`` (``inexact_traces`` counts them).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from ..conventions.extract import ROLE_AGENT, ROLE_LLM
+from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
+from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord
 from ..conventions.traces import StepReader
+from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.store import EVICT_CAPACITY
@@ -57,6 +64,12 @@ DEFAULT_MAX_KEPT_BYTES = 256 << 20
 # Trace lifecycle (the table's lock guards it): open; being finished; finished and remembered; forgotten.
 _OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
 
+# Model turns kept per trace for deriving its tool calls again exactly (and their results, one per call id), and
+# model and agent span ids remembered per trace for de-duplication, at most.
+_MAX_TURNS = 4096
+_MAX_MODEL_IDS = 1 << 16
+_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
+
 
 @dataclass(frozen=True, slots=True)
 class FinishedTrace:
@@ -68,12 +81,14 @@ class FinishedTrace:
         seen_usage: whether its cost is known: model usage was seen and every model had a price (the cost is
             recorded only then; unpriced usage is never recorded as $0).
         tracked: whether it had a tool or model span (only those count in the processor's metrics).
+        unread: why some of its spans could not be read as tool calls (also on the report).
     """
 
     report: TraceReport
     evicted: str | None
     seen_usage: bool
     tracked: bool
+    unread: tuple[Unread, ...] = ()
 
     @property
     def cost_usd(self) -> float | None:
@@ -122,9 +137,94 @@ _COUNTERS = ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_s
              "reordered_traces")
 
 
+def _merged(notes: list[Unread]) -> list[Unread]:
+    """One cause per reason over a request's traces: the keys seen (bounded), the spans summed."""
+    by_reason: dict[str, tuple[set[str], int]] = {}
+    for note in notes:
+        keys, spans = by_reason.get(note.reason, (set(), 0))
+        keys.update(note.keys)
+        by_reason[note.reason] = (keys, spans + note.spans)
+    return [Unread(reason, tuple(sorted(keys))[:MAX_KEYS], spans) for reason, (keys, spans) in by_reason.items()]
+
+
+class _Batch:
+    """One request's spans of one trace, read without a lock."""
+
+    __slots__ = ("agents", "max_end_ns", "models", "root", "spans", "steps")
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.max_end_ns = 0
+        self.root = False
+        # (tool or usage step, its span); model spans (read under the trace's lock: whether their messages are
+        # needed depends on the trace); agent spans (for the unread note).
+        self.steps: list[tuple[Step, SpanRecord]] = []
+        self.models: list[SpanRecord] = []
+        self.agents: list[SpanRecord] = []
+
+
+class _Turns:
+    """A trace's model turns: usage once per model call, and its tool calls derived from them while it has no tool
+    span (live, in arrival order; again, exactly, in end order at the finish when they arrived out of order)."""
+
+    __slots__ = ("full", "ids", "judge", "last", "log", "results", "unordered")
+
+    def __init__(self) -> None:
+        self.judge = TurnJudge()
+        self.ids: set[int] = set()
+        self.log: list[Turn] = []
+        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
+        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.last: tuple[int, int, int] | None = None
+        self.unordered = False
+        self.full = False
+
+    def keep(self, turn: Turn) -> None:
+        """Log a turn for an exact derivation later (each result once, with the earliest input holding it)."""
+        key = _TURN_ORDER(turn)
+        if self.last is not None and key < self.last:
+            self.unordered = True
+        else:
+            self.last = key
+        if len(self.log) >= _MAX_TURNS or len(self.results) >= _MAX_TURNS:
+            self.full = True
+            return
+        if turn.results:
+            first = self.results
+            at = (turn.start_ns, turn.span_id)
+            for call_id, result in turn.results:
+                known = first.get(call_id)
+                if known is None or at < known[0]:
+                    first[call_id] = (at, result)
+            turn = turn._replace(results=())
+        self.log.append(turn)
+
+    def derive_again(self) -> list[Step]:
+        """Every derived call, from the logged turns in end order (as ``audit`` derives them)."""
+        by_turn: dict[int, list[tuple[str, Any]]] = {}
+        for call_id, ((_, span_id), result) in self.results.items():
+            by_turn.setdefault(span_id, []).append((call_id, result))
+        fresh = TurnJudge()
+        out: list[Step] = []
+        for turn in sorted(self.log, key=_TURN_ORDER):
+            if turn.results is not None:
+                turn = turn._replace(results=tuple(by_turn.get(turn.span_id, ())))
+            out += [s for s in fresh.add(turn) if s.call is not None]
+        out += fresh.finish()
+        self.judge = fresh
+        self.unordered = False
+        return out
+
+    def forget(self) -> None:
+        """The trace has tool spans: nothing is derived, nothing kept for it."""
+        self.judge.tool_span_seen()
+        self.log = []
+        self.results = {}
+
+
 class _Trace:
-    __slots__ = ("changed", "judge", "kept", "last_seen", "last_step", "lock", "max_end_ns", "status", "trace_id",
-                 "tracked")
+    __slots__ = ("changed", "has_tools", "judge", "kept", "last_seen", "last_step", "lock", "max_end_ns", "status",
+                 "trace_id", "tracked", "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge) -> None:
         self.trace_id = trace_id
@@ -139,6 +239,10 @@ class _Trace:
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
+        self.has_tools = False
+        # Made at the first model span; what could not be read, made at the first batch.
+        self.turns: _Turns | None = None
+        self.unread = UnreadTrace()
 
 
 class TraceTable:
@@ -162,7 +266,8 @@ class TraceTable:
         self._max_open = engine.config.max_traces
         self._max_trace_bytes = max_trace_bytes
         self._max_kept = max_kept_bytes
-        self._reader = StepReader(engine.config.max_argument_bytes)
+        # The configuration's redaction placeholders and user-defined conventions apply.
+        self._reader = StepReader(config=engine.config)
         self._open: OrderedDict[int, _Trace] = OrderedDict()
         self._done: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
@@ -174,9 +279,16 @@ class TraceTable:
     # -- public ---------------------------------------------------------------
 
     def add(
-        self, spans: Iterable[SpanRecord], now: float
+        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None
     ) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace], list[str]]:
         """Take one request's spans.
+
+        Args:
+            spans: the request's spans.
+            now: the arrival time.
+            unread: when given, the causes of unread input among the request's spans are appended to it (one per
+                reason, over all its traces): tool spans with content in attributes no convention reads, and
+                traces whose root arrived with GenAI spans but no readable tool call.
 
         Returns:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
@@ -184,31 +296,45 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read = self._reader.step
-        by_trace: dict[int, tuple[list[Step], list[int]]] = {}
+        extractor = self._reader.extractor
+        by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
             count += 1
-            entry = by_trace.get(span.trace_id)
-            if entry is None:
-                entry = by_trace[span.trace_id] = ([], [0, 0])
-            figures = entry[1]
-            figures[0] += 1
-            if span.end_ns > figures[1]:
-                figures[1] = span.end_ns
-            step = read(span)
-            if step is not None:
-                entry[0].append(step)
+            batch = by_trace.get(span.trace_id)
+            if batch is None:
+                batch = by_trace[span.trace_id] = _Batch()
+            batch.spans += 1
+            if span.end_ns > batch.max_end_ns:
+                batch.max_end_ns = span.end_ns
+            if span.parent_span_id is None:
+                batch.root = True
+            attrs = span.attributes
+            if not extractor.may_matter(attrs, span.name):
+                continue
+            role = extractor.span_role(attrs, span.name)
+            if role == ROLE_LLM:
+                batch.models.append(span)
+            elif role == ROLE_AGENT:
+                batch.agents.append(span)
+            else:
+                step = read(span)
+                if step is not None:
+                    batch.steps.append((step, span))
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
         started: list[str] = []
+        notes: list[Unread] = []
         counts = dict.fromkeys(_COUNTERS, 0)
         counts["spans"] = count
-        for trace_id, (steps, (span_count, max_end_ns)) in by_trace.items():
-            self._take(trace_id, steps, span_count, max_end_ns, now, events, tools, started, evicted, counts)
+        for trace_id, batch in by_trace.items():
+            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes)
         finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
         self._count(counts)
         self._trim_kept()
+        if unread is not None and notes:
+            unread.extend(_merged(notes))
         return events, tools, finished, started
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
@@ -245,14 +371,13 @@ class TraceTable:
 
     # -- internals -------------------------------------------------------------
 
-    def _take(self, trace_id: int, steps: list[Step], span_count: int, max_end_ns: int, now: float,
-              events: list[VerdictEvent], tools: list[str], started: list[str], evicted: list[_Trace],
-              counts: dict[str, int]) -> None:
+    def _take(self, trace_id: int, batch: _Batch, now: float, events: list[VerdictEvent], tools: list[str],
+              started: list[str], evicted: list[_Trace], counts: dict[str, int], notes: list[Unread]) -> None:
         while True:
             with self._lock:
                 trace = self._open.get(trace_id) or self._done.get(trace_id)
                 if trace is None:
-                    trace = _Trace(trace_id, TraceJudge(self.engine, track_events=True))
+                    trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True))
                     self._open[trace_id] = trace
                     self._evict_beyond_capacity(evicted)
             with trace.lock:
@@ -272,27 +397,69 @@ class TraceTable:
                     if trace_id in self._keeping:
                         self._keeping.move_to_end(trace_id)
                 if reopened:
-                    counts["late_spans"] += span_count
-                delta = self._judge(trace, steps, max_end_ns, reopened, events, tools, started, counts)
+                    counts["late_spans"] += batch.spans
+                delta = self._judge(trace, batch, reopened, events, tools, started, counts, notes)
                 if delta:
                     with self._lock:
                         self._account(trace, delta)
             return
 
-    def _judge(self, trace: _Trace, steps: list[Step], max_end_ns: int, reopened: bool, events: list[VerdictEvent],
-               tools: list[str], started: list[str], counts: dict[str, int]) -> int:
+    def _judge(self, trace: _Trace, batch: _Batch, reopened: bool, events: list[VerdictEvent], tools: list[str],
+               started: list[str], counts: dict[str, int], notes: list[Unread]) -> int:
         """Judge a batch of one trace (caller holds its lock); returns the change of its kept bytes."""
         judge = trace.judge
         news = False
-        if max_end_ns > trace.max_end_ns:
-            trace.max_end_ns = max_end_ns
+        if batch.max_end_ns > trace.max_end_ns:
+            trace.max_end_ns = batch.max_end_ns
             news = True
+        seen = UnreadTrace()
         added = 0
-        for step in steps:
+        turns = trace.turns
+        if batch.steps and not trace.has_tools and any(step.call is not None for step, _ in batch.steps):
+            # The trace's calls are read from its tool spans: none is derived from its model spans (those derived
+            # before are dropped; the trace is judged again without them at the finish).
+            trace.has_tools = True
+            if turns is not None:
+                turns.forget()
+                if judge.discard(ORIGIN_DERIVED):
+                    trace.unread.set_derived(0)
+                    news = True
+        extractor = self._reader.extractor
+        for step, span in batch.steps:
             if judge.add(step):
                 added += 1
+                call = step.call
+                if call is not None:
+                    captured = call.arguments_captured and call.result_captured
+                    seen.tool(span.attributes, call.arguments_captured, call.result_captured,
+                              () if captured else [(name, ev) for name, _, ev in span.events],
+                              None if captured else extractor.convention(span.attributes, span.name))
             else:
                 counts["duplicate_spans"] += 1
+        if batch.models:
+            if turns is None:
+                turns = trace.turns = _Turns()
+                if trace.has_tools:
+                    turns.forget()
+            added += self._turns(trace, turns, batch.models, reopened, seen, counts)
+        for span in batch.agents:
+            ids = turns.ids if turns is not None else None
+            if ids is None:
+                turns = trace.turns = _Turns()
+                if trace.has_tools:
+                    turns.forget()
+                ids = turns.ids
+            if span.span_id not in ids:
+                if len(ids) < _MAX_MODEL_IDS:
+                    ids.add(span.span_id)
+                seen.model(span.attributes)
+        trace.unread.merge(seen)
+        for cause in seen.causes():
+            if cause.reason == UNKNOWN_ATTRIBUTES:
+                notes.append(cause)
+        if batch.root and (turns is None or not turns.judge.pending):
+            # Said when the trace's root arrives (it ends last): only then is "no tool call" known.
+            notes.extend(c for c in trace.unread.causes() if c.reason == NO_TOOL_CALLS)
         if added or news:
             trace.changed = True
             if reopened and trace.tracked:
@@ -320,6 +487,42 @@ class TraceTable:
         delta = judge.kept_bytes - trace.kept
         trace.kept = judge.kept_bytes
         return delta
+
+    def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
+               counts: dict[str, int]) -> int:
+        """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added."""
+        extractor = self._reader.extractor
+        derive = turns.judge.derive
+        ids = turns.ids
+        fresh: list[Turn] = []
+        for span in models:
+            if span.span_id in ids:
+                counts["duplicate_spans"] += 1
+                continue
+            if len(ids) < _MAX_MODEL_IDS:
+                ids.add(span.span_id)
+            seen.model(span.attributes)
+            turn = extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                        span.end_ns, messages=derive, context=True)
+            if turn is not None:
+                fresh.append(turn)
+        if not fresh:
+            return 0
+        # In end order: a derived call takes its result from the next model call's input.
+        fresh.sort(key=_TURN_ORDER)
+        if reopened and derive:
+            turns.unordered = True  # its pending calls were judged without a result at the last finish
+        judge = trace.judge
+        added = 0
+        for turn in fresh:
+            if derive:
+                turns.keep(turn)
+            for step in turns.judge.add(turn):
+                if judge.add(step):
+                    added += 1
+                    if step.call is not None:
+                        seen.derived(1)
+        return added
 
     def _account(self, trace: _Trace, delta: int) -> None:
         # Caller holds the table's lock.
@@ -371,6 +574,23 @@ class TraceTable:
                 return None  # nothing new since the last finish (a late batch of duplicates)
             trace.changed = False
             rejudged, retracted = judge.rejudged, judge.retracted
+            turns = trace.turns
+            if turns is not None and turns.judge.derive:
+                if turns.unordered and not turns.full:
+                    # The model turns arrived out of end order: their calls are derived again, exactly.
+                    judge.discard(ORIGIN_DERIVED)
+                    derived = turns.derive_again()
+                    for step in derived:
+                        judge.add(step)
+                    trace.unread.set_derived(len(derived))
+                else:
+                    if turns.unordered:
+                        judge.partial = True
+                    # Calls derived from model spans that never got a result are judged now, without one.
+                    pending = turns.judge.finish()
+                    for step in pending:
+                        if judge.add(step):
+                            trace.unread.derived(1)
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
             for judged in told:
                 events.append(self._event(trace, judged))
@@ -382,7 +602,10 @@ class TraceTable:
             counts["rejudged_traces"] = judge.rejudged - rejudged
             counts["rejudged_events_retracted"] = judge.retracted - retracted
             self._count(counts)
-            return FinishedTrace(report, evicted, known_cost, trace.tracked)
+            causes = tuple(trace.unread.causes())
+            if causes:
+                report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+            return FinishedTrace(report, evicted, known_cost, trace.tracked, causes)
 
     def _event(self, trace: _Trace, judged: Judged) -> VerdictEvent:
         step = judged.step

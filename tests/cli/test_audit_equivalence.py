@@ -183,10 +183,10 @@ def _write_inputs(tmp: Path) -> list[tuple[str, list[str]]]:
     # runs as a script, hence the path for the `tests` package).
     sys.path.insert(0, str(ROOT))
     try:
-        from tests.support.recorded_fixtures import judged_fixture_files
+        from tests.support.recorded_fixtures import audited_fixture_files
     finally:
         sys.path.pop(0)
-    fixtures = judged_fixture_files()
+    fixtures = audited_fixture_files()
     docs = []
     for path in fixtures:
         doc = json.loads(path.read_text())

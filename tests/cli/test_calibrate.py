@@ -302,6 +302,22 @@ def test_table_marks_the_recommendation_and_the_trade_off(tmp_path: Path, capsys
             "for them too, e.g. --grid tools.status.exempt=false,true\n") in out
 
 
+def test_table_shows_the_trade_off_below_the_top_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--top 1: the recommendation's row, a '...' row, then the trade-off's row (rank 2, marked '+'), with the same
+    cells as in the full table of the test above."""
+    inc, ok = RunWriter(), RunWriter()
+    inc.run(LOOP)
+    ok.run(POLL)
+    out, _ = _run(capsys, "--incidents", inc.write(tmp_path / "i.json"), "--healthy", ok.write(tmp_path / "h.json"),
+                  *GRID, "--top", "1")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank"))
+    assert lines[header + 1].split()[:2] == ["1*", "10"]
+    assert lines[header + 2].split() == ["..."]
+    assert lines[header + 3].split() == ["2+", "10", "3", "2", "6", "1", "1", "100.0%", "1.0", "10.0s", "1", "100.0%",
+                                         "2.0", "20.0s", "1", "100.0%", "1", "100.0%"]
+
+
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["calibrate", "--help"])

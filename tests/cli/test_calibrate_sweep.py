@@ -24,7 +24,7 @@ from otel_loopguard.cli import main
 from otel_loopguard.cli.audit import AuditOptions, audit_paths
 from otel_loopguard.core.config import LoopGuardConfig
 from tests.support.calibrate_runs import CHAT_USD, PRICES, RunWriter, distinct, same
-from tests.support.recorded_fixtures import FIXTURES, JUDGED_SOURCES
+from tests.support.recorded_fixtures import FIXTURES, SCENARIO_EXACT_SOURCES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,13 +60,13 @@ def test_recorded_fixtures_delays_by_hand(tmp_path: Path, capsys: pytest.Capture
     r=4: same_call_loop after call 3 (delay 3), stop after call 4 (delay 4); ping_pong would need call 7: missed.
     healthy (four different calls) and pagination (fetch_page with four cursors) never repeat a call.
     """
-    incidents = [FIXTURES / f"{s}__{sc}.json" for s in JUDGED_SOURCES for sc in ("same_call_loop", "ping_pong")]
-    healthy = [FIXTURES / f"{s}__{sc}.json" for s in JUDGED_SOURCES for sc in ("healthy", "pagination")]
+    incidents = [FIXTURES / f"{s}__{sc}.json" for s in SCENARIO_EXACT_SOURCES for sc in ("same_call_loop", "ping_pong")]
+    healthy = [FIXTURES / f"{s}__{sc}.json" for s in SCENARIO_EXACT_SOURCES for sc in ("healthy", "pagination")]
     labelled = [a for p in incidents for a in ("--incidents", str(p))] + [a for p in healthy for a in ("--healthy", str(p))]
     doc = _calibrate(capsys, *labelled,
                      "--grid", "window=12", "--grid", "max_period=3", "--grid", "min_repetitions=2,3,4",
                      "--grid", "frequency_limit=6", "--grid", "hysteresis=1")
-    n = len(JUDGED_SOURCES)
+    n = len(SCENARIO_EXACT_SOURCES)
     assert doc["traces"] == {"incidents": 2 * n, "healthy": 2 * n, "unlabelled": 0}
     assert all(i["onset"] == 0 for i in doc["incidents"])
     rows = _by_settings(doc)

@@ -5,7 +5,6 @@ The same files run in the real Collector in test_otelcol_*.py; these checks name
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from otel_loopguard.conventions import names as n
 
+from ._collector import merge
 from ._support import CONFIG_DIR, load_yaml, names_values
 
 TARGET_RELEASE = "v0.161.0"
@@ -59,21 +59,10 @@ _ATTR_KEY = re.compile(r'attributes\["([^"]+)"\]')
 _DELETE_KEY = re.compile(r'delete_key\((?:\w+\.)?attributes,\s*"([^"]+)"\)')
 
 
-def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    """Merge like the Collector does for several --config files: maps recursively, everything else replaced."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _configs() -> dict[str, dict[str, Any]]:
     configs = {name: load_yaml(CONFIG_DIR / name) for name in FULL_CONFIGS}
     for overlay, base in OVERLAYS.items():
-        configs[f"{base}+{overlay}"] = _merge(configs[base], load_yaml(CONFIG_DIR / overlay))
+        configs[f"{base}+{overlay}"] = merge(configs[base], load_yaml(CONFIG_DIR / overlay))
     return configs
 
 

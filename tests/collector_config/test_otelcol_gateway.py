@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,8 +34,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from tests.support.otelcol import RecordingOTLPHTTPReceiver, port_open, scrape
+from tests.support.otelcol import RecordingOTLPHTTPReceiver, scrape
 from tests.support.otlp_receiver import RecordingOTLPReceiver, free_port
+from tests.support.processes import port_open, stop_process
 
 from ._collector import listener_overlay, run_shipped
 
@@ -130,14 +130,7 @@ class Serve:
 
     def stop(self) -> int:
         """SIGTERM: serve stops receiving, judges what it holds, flushes its exporters and exits 0."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(WAIT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc, WAIT)
 
 
 @pytest.fixture

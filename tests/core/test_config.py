@@ -37,6 +37,7 @@ trace_ttl_seconds = 60.0
 max_tool_names = 20
 max_argument_bytes = 4096
 per_conversation = true
+redacted_values = ["<hidden>", { value = "N/A", attributes = ["my.args"] }]
 
 [versions]
 prompt = "p-7"
@@ -318,7 +319,7 @@ def test_every_environment_variable_is_listed_in_one_module() -> None:
 
 def test_every_setting_is_read_from_the_environment_as_documented() -> None:
     """Each scalar setting is read from LOOPGUARD_<NAME>: a value other than the default is taken."""
-    from otel_loopguard.core.config import environment_settings
+    from otel_loopguard.core.config import RedactedValue, environment_settings
 
     values = {
         "window": ("20", 20), "max_period": ("4", 4), "min_repetitions": ("4", 4), "frequency_limit": ("4", 4),
@@ -327,6 +328,7 @@ def test_every_setting_is_read_from_the_environment_as_documented() -> None:
         "volatile_keys": ("a_b", frozenset({"ab"})), "signature_key": ("k" * 16, b"k" * 16),
         "max_traces": ("7", 7), "trace_ttl_seconds": ("5", 5.0), "max_tool_names": ("8", 8),
         "max_argument_bytes": ("99", 99), "per_conversation": ("on", True),
+        "redacted_values": ("<hidden>", (RedactedValue("<hidden>"),)),
     }
     settings = {name: variable for name, variable in environment_settings().items() if "." not in name}
     assert set(settings) == set(values)
@@ -340,7 +342,7 @@ def test_every_setting_is_a_toml_key(tmp_path: Path) -> None:
     """The TOML keys are the field names: FULL_TOML plus permanent_errors sets every top-level setting."""
     import dataclasses
 
-    text = "permanent_errors = ['Quota']\n" + FULL_TOML
+    text = "permanent_errors = ['Quota']\n" + FULL_TOML + '\n[conventions.acme]\nwhen = { "acme.kind" = "tool" }\n'
     c = LoopGuardConfig.load(write(tmp_path, text), environ={})
     assert c.permanent_errors == ("quota",)
     keys = {line.split("=")[0].strip() for line in text.splitlines() if "=" in line and not line.startswith(" ")}

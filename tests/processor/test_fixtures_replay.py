@@ -10,16 +10,21 @@ import pytest
 from otel_loopguard import cli
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness, HarnessFactory
-from tests.support.recorded_fixtures import judged_fixture_files
+from tests.support.recorded_fixtures import PROCESSOR_SOURCES, judged_fixture_files
+from tests.support.scenario_expectations import expected
 from tests.support.span_replay import replay_spans
 
-FILES = judged_fixture_files()
+FILES = judged_fixture_files(PROCESSOR_SOURCES)
 STUCK = ("same_call_loop", "ping_pong", "reordered_keys")
 NEVER_STUCK = ("pagination", "healthy", "errors_then_success")
 
 
 def _scenario(path: Path) -> str:
     return path.stem.split("__", 1)[1]
+
+
+def _source(path: Path) -> str:
+    return path.stem.split("__", 1)[0]
 
 
 def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
@@ -31,9 +36,13 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_fixture_set_covers_every_scenario() -> None:
-    """The parametrisation below really spans all seven scenarios of all seven sources."""
-    assert len(FILES) == 49
-    assert {_scenario(p) for p in FILES} == {*STUCK, *NEVER_STUCK, "no_content"}
+    """The parametrisation below really spans all seven scenarios of every judged source (ADK adds one)."""
+    assert {_source(p) for p in FILES} == set(PROCESSOR_SOURCES)
+    for source in PROCESSOR_SOURCES:
+        scenarios = {_scenario(p) for p in FILES if _source(p) == source}
+        assert {*STUCK, *NEVER_STUCK, "no_content"} <= scenarios <= {*STUCK, *NEVER_STUCK, "no_content",
+                                                                   "parallel_calls"}, source
+    assert len(FILES) == 7 * len(PROCESSOR_SOURCES) + 2
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -59,21 +68,20 @@ def test_replay_matches_audit(path: Path, harness: Harness, capsys: pytest.Captu
     assert final == audit["verdict"]
     # The root ended, so the trace was released with the audit's step count.
     assert harness.processor.tracked_traces == 0
-    steps = harness.metrics()["loopguard.trace.steps"]["points"]
-    assert [(p["count"], p["sum"]) for p in steps] == [(1, audit["steps_used"])]
+    steps = harness.metrics().get("loopguard.trace.steps", {"points": []})["points"]
+    # A trace without a tool call records no step count (nothing read: see the unread counter).
+    assert [(p["count"], p["sum"]) for p in steps] == ([(1, audit["steps_used"])] if audit["steps_used"] else [])
+    unread = harness.metrics().get("loopguard.spans.unread", {"points": []})["points"]
+    assert sorted(p["attributes"]["loopguard.unread.reason"] for p in unread) == sorted(
+        u["reason"] for u in audit.get("unread", []))
     assert harness.processor.errors == 0
 
-    scenario = _scenario(path)
-    actions = [i["action"] for i in interventions]
-    if scenario in STUCK:
-        assert final == "stuck" and actions == ["nudge", "stop"]
-    elif scenario in NEVER_STUCK:
-        assert "stuck" not in [t["to"] for t in transitions] and actions == []
-    else:
-        assert final == "uncertain" and actions == []
+    # What the scenario table says (tests/support/scenario_expectations.py, derived by hand).
+    expected(_source(path), _scenario(path)).check(audit)
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _scenario(p) in STUCK], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in FILES if expected(_source(p), _scenario(p)).interventions],
+                         ids=lambda p: p.stem)
 def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, make_harness: HarnessFactory) -> None:
     """Every verdict of a recorded loop is also a span event on an agent (or root) span of that trace, exported.
 
@@ -92,7 +100,8 @@ def test_replayed_loop_puts_span_event_on_agent_or_root(path: Path, make_harness
                                                     "traceloop.span.kind")}
         assert record.parent_span_id is None or kinds & {"invoke_agent", "AGENT", "agent"}, record.name
     emitted = [dict(e.attributes) for s in carriers for e in s.events if e.name == "loopguard.verdict"]
-    assert len(emitted) == len(harness.verdict_records()) == 2
+    # At least the nudge (with the stuck transition) and the stop; one more where a closing call follows.
+    assert len(emitted) == len(harness.verdict_records()) >= 2
     assert emitted == [dict(r.attributes) for r in harness.verdict_records()]
 
 
@@ -115,8 +124,18 @@ def test_replay_is_faithful(path: Path, harness: Harness) -> None:
         assert [(e.name, e.timestamp, dict(e.attributes)) for e in span.events if e.name != "loopguard.verdict"] == [
             (n, t, dict(a)) for n, t, a in record.events]
         assert dict(span.attributes) == dict(record.attributes)
-    ends = [s.end_time for s in exported]
-    assert ends == sorted(ends)
+    # Spans end in end-time order, except that a parent always ends after its children: a parent recorded as
+    # ending before one of its children (a JavaScript child by up to 1 ms; AutoGen's OpenInference agent span 5 ms
+    # after the native invoke_agent span around it) was ended first all the same, so it ends right after them.
+    position = {s.context.span_id: i for i, s in enumerate(exported)}
+    for s in exported:
+        if s.parent is not None and s.parent.span_id in position:
+            assert position[s.context.span_id] < position[s.parent.span_id], s.name
+    ended_before_a_child = {r.parent_span_id for r in records
+                            if r.parent_span_id in by_id and r.end_ns > by_id[r.parent_span_id].end_ns}
+    late = [(a.name, b.name) for a, b in zip(exported, exported[1:])
+            if b.end_time < a.end_time and b.context.span_id not in ended_before_a_child]
+    assert late == []
 
 
 def test_replay_keeps_kvlist_attributes(harness: Harness) -> None:

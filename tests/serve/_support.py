@@ -163,10 +163,11 @@ def event_key(event: VerdictEvent) -> tuple[Any, ...]:
     t, i = event.transition, event.intervention
     return (
         f"{event.trace_id:032x}",
-        event.span_context.span_id if event.span_context is not None else None,
-        event.verdict.kind, event.verdict.rule, event.steps,
-        (t.step, t.previous, t.verdict.kind) if t else None,
-        (i.step, i.action, i.rule) if i else None,
+        # Absent parts as empty tuples / -1, so keys of one trace sort without comparing None with a value.
+        event.span_context.span_id if event.span_context is not None else -1,
+        event.verdict.kind, event.verdict.rule or "", event.steps,
+        (t.step, t.previous, t.verdict.kind) if t else (),
+        (i.step, i.action, i.rule or "") if i else (),
     )
 
 

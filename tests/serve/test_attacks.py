@@ -4,23 +4,19 @@ open files, none of which ever finishes its headers: both receivers still answer
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
+from ._child import serve_command
 from ._support import FIXTURE_FILES, grpc_export, post, to_proto
 
-REPO = Path(__file__).resolve().parents[2]
 FILE_LIMIT = 1024
 HOLDERS = 1200  # more than the file limit: without a cap, accept() fails with EMFILE
 
@@ -39,26 +35,16 @@ def limited_serve() -> Iterator[tuple[int, int]]:
             pytest.skip(f"this process may open only {hard} files; the test needs {needed}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     with RecordingOTLPReceiver() as receiver:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
-        env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{receiver.endpoint}", "PYTHONPATH": str(REPO)})
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_loopguard.cli", "serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
-             "--idle", "600"],
-            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=_limit_files,
-        )
-        try:
-            assert proc.stderr is not None
-            line = proc.stderr.readline()
-            match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+)", line)
-            assert match, line
-            yield int(match.group(1)), int(match.group(2))
-        finally:
-            proc.send_signal(signal.SIGTERM)
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{receiver.endpoint}"}
+        args = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--idle", "600"]
+        with serve_command(args, env, preexec_fn=_limit_files) as (proc, line):
             try:
-                proc.wait(timeout=30)
+                match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+)", line)
+                assert match, line
+                yield int(match.group(1)), int(match.group(2))
             finally:
-                if proc.poll() is None:
-                    proc.kill()
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
 
 
 def test_header_dribblers_beyond_the_file_limit_lock_out_neither_receiver(limited_serve: tuple[int, int]) -> None:

@@ -2,40 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
+from ._child import serve_command
 from ._support import FIXTURE_FILES, post
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sigterm_drains_pending_verdict_and_exits_zero() -> None:
     """A verdict still in the batch queue and the drained trace's metrics reach the OTLP backend on SIGTERM."""
     path = next(p for p in FIXTURE_FILES if p.name == "langgraph_genai__same_call_loop.json")
     with RecordingOTLPReceiver() as receiver:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
-        env.update({
+        env = {
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{receiver.endpoint}",
             # Long delays: nothing leaves before shutdown, so arrival proves the drain-and-flush path.
             "OTEL_BLRP_SCHEDULE_DELAY": "600000",
             "OTEL_METRIC_EXPORT_INTERVAL": "600000",
-            "PYTHONPATH": str(REPO),
-        })
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_loopguard.cli", "serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
-             "--idle", "600"],
-            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
-        )
-        try:
-            assert proc.stderr is not None
-            line = proc.stderr.readline()
+        }
+        with serve_command(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--idle", "600"], env) as (proc, line):
             match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+)", line)
             assert match, line
             status, _, _ = post(int(match.group(2)), path.read_bytes(), "application/json")
@@ -43,10 +29,8 @@ def test_sigterm_drains_pending_verdict_and_exits_zero() -> None:
             assert receiver.received("logs") == []
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
+            assert proc.stderr is not None
             rest = proc.stderr.read()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
         assert "stopped after" in rest, rest
         records = [r for r in receiver.log_records() if r["event_name"] == "loopguard.verdict"]
         assert [r["attributes"]["loopguard.verdict"] for r in records][:1] == ["stuck"]

@@ -23,7 +23,7 @@ from otel_loopguard.serve.request import RequestTooLarge, gunzip
 from otel_loopguard.serve.settings import ServeSettings, default_max_connections
 
 from ._net import closed_by_peer, dribble_until_closed, parse_reply, raw_request, read_until_closed
-from ._support import FIXTURE_FILES, Harness, post, to_proto
+from ._support import EXPORT_METHOD, FIXTURE_FILES, Harness, post, to_proto
 
 GOOD = FIXTURE_FILES[0]
 GOOD_SPANS = sum(len(ss["spans"]) for rs in json.loads(GOOD.read_text())["resourceSpans"] for ss in rs["scopeSpans"])
@@ -243,12 +243,16 @@ def test_half_close_inside_body_gets_400() -> None:
         assert status == 400 and json.loads(body)["message"] == "body shorter than Content-Length"
 
 
-def test_grpc_idle_connection_is_closed_after_idle_timeout() -> None:
-    """gRPC: a connection idle past idle_timeout gets a GOAWAY (max_connection_idle), then a new call reconnects."""
-    with Harness(settings=ServeSettings(idle_timeout=0.5), http_on=False) as h:
+def _raw_export(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
+    """The OTLP/gRPC Export method of ``channel``, taking and returning serialised messages."""
+    return channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
+
+
+def _export_then_reconnect_after_goaway(settings: ServeSettings) -> None:
+    """Export once, wait until the server ends the connection, export again: both requests are served."""
+    with Harness(settings=settings, http_on=False) as h:
         with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as channel:
-            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                         request_serializer=None, response_deserializer=None)
+            export = _raw_export(channel)
             export(to_proto(json.loads(GOOD.read_text())), timeout=10)
             went_idle = threading.Event()
             # The channel goes IDLE when the server's GOAWAY ends its only connection.
@@ -258,20 +262,23 @@ def test_grpc_idle_connection_is_closed_after_idle_timeout() -> None:
         assert h.server.stats().spans == 2 * GOOD_SPANS
 
 
+def test_grpc_idle_connection_is_closed_after_idle_timeout() -> None:
+    """gRPC: a connection idle past idle_timeout gets a GOAWAY (max_connection_idle), then a new call reconnects."""
+    _export_then_reconnect_after_goaway(ServeSettings(idle_timeout=0.5))
+
+
 def test_grpc_connection_cap_refuses_connections_beyond_it() -> None:
     """gRPC: beyond max_connections new connections are closed by gRPC's core; the held ones keep working."""
     with Harness(settings=ServeSettings(max_connections=1), http_on=False) as h:
         body = to_proto(json.loads(GOOD.read_text()))
         with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as first:
-            export = first.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                       request_serializer=None, response_deserializer=None)
+            export = _raw_export(first)
             export(body, timeout=10)
             with pytest.raises(grpc.RpcError) as info:
                 # A second channel is a second connection (distinct channel arguments keep it from being shared).
                 with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}",
                                            options=[("grpc.channel_id", 2)]) as second:
-                    second.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                       request_serializer=None, response_deserializer=None)(body, timeout=3)
+                    _raw_export(second)(body, timeout=3)
             assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
             export(body, timeout=10)
         assert h.server.stats().spans == 2 * GOOD_SPANS
@@ -290,16 +297,7 @@ def test_gzip_helper_refuses_a_bomb_member_after_a_small_one() -> None:
 def test_grpc_max_connection_age_sends_a_goaway() -> None:
     """gRPC: with grpc_max_connection_age set, a connection is ended (GOAWAY) after that age even though idle_timeout
     is far away; the next call reconnects."""
-    with Harness(settings=ServeSettings(grpc_max_connection_age=0.5, idle_timeout=600), http_on=False) as h:
-        with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as channel:
-            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                         request_serializer=None, response_deserializer=None)
-            export(to_proto(json.loads(GOOD.read_text())), timeout=10)
-            went_idle = threading.Event()
-            channel.subscribe(lambda state: went_idle.set() if state == grpc.ChannelConnectivity.IDLE else None)
-            assert went_idle.wait(20)
-            export(to_proto(json.loads(GOOD.read_text())), timeout=10)
-        assert h.server.stats().spans == 2 * GOOD_SPANS
+    _export_then_reconnect_after_goaway(ServeSettings(grpc_max_connection_age=0.5, idle_timeout=600))
 
 
 def test_grpc_calls_beyond_max_concurrent_rpcs_get_resource_exhausted() -> None:
@@ -314,8 +312,7 @@ def test_grpc_calls_beyond_max_concurrent_rpcs_get_resource_exhausted() -> None:
     body = to_proto(json.loads(GOOD.read_text()))
     with Harness(settings=ServeSettings(grpc_max_concurrent_rpcs=1), http_on=False, forward=hold) as h:
         with grpc.insecure_channel(f"127.0.0.1:{h.server.grpc_port}") as channel:
-            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                         request_serializer=None, response_deserializer=None)
+            export = _raw_export(channel)
             first = export.future(body, timeout=30)
             assert entered.wait(10)
             with pytest.raises(grpc.RpcError) as info:

@@ -27,10 +27,10 @@ from otel_loopguard.serve.server import command_settings
 from otel_loopguard.serve.settings import BearerToken, ServeSettings, TLSFiles, exposure_warnings
 from tests.support.certs import Certs, make_certs
 
+from ._child import REPO, serve_command
 from ._net import closed_by_peer
 from ._support import EXPORT_METHOD, FIXTURE_FILES, Harness, post, to_proto
 
-REPO = Path(__file__).resolve().parents[2]
 GOOD = FIXTURE_FILES[0]
 SPANS = sum(len(ss["spans"]) for rs in json.loads(GOOD.read_text())["resourceSpans"] for ss in rs["scopeSpans"])
 TOKEN = "s3cr3t-t0ken-0123456789abcdef"
@@ -267,15 +267,9 @@ def test_command_with_tls_and_token_from_the_config_file(tmp_path: Path, certs: 
     """``serve --config FILE`` whose [serve] table sets TLS and the token: an HTTPS request with the token is
     judged, one without is refused; the token is not in the command's output."""
     path = _config(tmp_path, certs)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
     # Nothing listens there (the exporters' failures are logged); this test looks at the receivers only.
-    env.update({"PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
-                "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
-    proc = subprocess.Popen([sys.executable, "-m", "otel_loopguard.cli", "serve", "--config", str(path)],
-                            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    with serve_command(["--config", str(path)], env) as (proc, line):
         match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+) \(tls, bearer token required; at most "
                           r"7 connections", line)
         assert match, line
@@ -284,10 +278,8 @@ def test_command_with_tls_and_token_from_the_config_file(tmp_path: Path, certs: 
         assert _https_post(port, _client_context(certs), {"Authorization": f"Bearer {TOKEN}"}) == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+        assert proc.stderr is not None
         rest = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert f"stopped after {SPANS} spans" in rest
     assert TOKEN not in line + rest
 

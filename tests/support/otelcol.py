@@ -16,8 +16,6 @@ import gzip
 import hashlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -35,6 +33,7 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from tests.support.otlp_receiver import LOGS, METRICS, TRACES, Received, RecordingOTLPReceiver
+from tests.support.processes import launch_logged, port_open, stop_process, wait_until_ready
 
 __all__ = [
     "OTELCOL_ENV",
@@ -90,15 +89,6 @@ def otelcol_unavailable_reason(override: str | None = None) -> str | None:
     if done.returncode != 0 or not version.endswith(RELEASE.lstrip("v")):
         return f"{path} --version answered {done.returncode}: {version!r}, expected release {RELEASE}"
     return None
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -166,23 +156,13 @@ class Otelcol:
         """
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
         env.update(self._env)
-        with self.log_path.open("ab") as log:
-            log.write(f"--- {' '.join(self.command)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
-        deadline = time.monotonic() + self._ready_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise OtelcolError(f"the Collector exited with {code} during startup\n{self.diagnostics()}")
-            if all(port_open(p) for p in self._ready_ports) and self._healthy():
-                return self
-            time.sleep(0.05)
+        self._proc = launch_logged(self.command, self.log_path, env)
+        why = wait_until_ready(self._proc, lambda: all(port_open(p) for p in self._ready_ports) and self._healthy(),
+                               self._ready_timeout, 0.05)
+        if why is None:
+            return self
         self.stop()
-        raise OtelcolError(f"the Collector was not ready within {self._ready_timeout} s\n{self.diagnostics()}")
+        raise OtelcolError(f"the Collector {why}\n{self.diagnostics()}")
 
     def _healthy(self) -> bool:
         if self._health_url is None:
@@ -196,16 +176,7 @@ class Otelcol:
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM (the Collector drains its pipelines), SIGKILL after ``timeout`` s; returns the exit code."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return None if proc is None else stop_process(proc, timeout)
 
     def output(self) -> str:
         """Everything the Collector has written so far."""

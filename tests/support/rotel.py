@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,7 @@ import time
 from pathlib import Path
 
 from tests.support.otlp_receiver import free_port
+from tests.support.processes import launch_logged, port_open, stop_process, wait_until_ready
 
 __all__ = ["RotelCollector", "RotelError", "rotel_agent_path", "rotel_available"]
 
@@ -74,14 +73,6 @@ def rotel_available(agent: str | os.PathLike[str] | None = None) -> str | None:
     if done.returncode != 0:
         return f"{path} version exited {done.returncode}: {done.stderr.decode(errors='replace').strip()}"
     return None
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 class RotelCollector:
@@ -192,21 +183,12 @@ class RotelCollector:
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTEL_")}
         env["NO_COLOR"] = "1"
-        with self.log_path.open("ab") as log:
-            log.write(f"--- {' '.join(cmd)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + self._ready_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise RotelError(f"rotel exited with {code} during startup\n{self.diagnostics()}")
-            if _port_open(self._grpc_port) and _port_open(self._http_port):
-                return
-            time.sleep(0.02)
-        self.stop()
-        raise RotelError(f"rotel not ready within {self._ready_timeout} s\n{self.diagnostics()}")
+        self._proc = launch_logged(cmd, self.log_path, env)
+        why = wait_until_ready(self._proc, lambda: port_open(self._grpc_port) and port_open(self._http_port),
+                               self._ready_timeout, 0.02)
+        if why is not None:
+            self.stop()
+            raise RotelError(f"rotel {why}\n{self.diagnostics()}")
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """Stop the agent with SIGTERM, escalating to SIGKILL after ``timeout`` seconds (idempotent).
@@ -215,16 +197,7 @@ class RotelCollector:
             the exit code, or None if it was not running.
         """
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return None if proc is None else stop_process(proc, timeout)
 
     def restart(self) -> RotelCollector:
         """Stop, then start on the same ports."""

@@ -134,12 +134,21 @@ def replay_spans(
             start = max(start, eff_start[parent.span_id])
         eff_start[r.span_id] = start
 
+    # A parent is ended after its children even when clocks disagree: the JavaScript SDK cuts a start to the
+    # millisecond and adds a precise duration, so a child can appear to end up to 1 ms after its parent, though it
+    # was ended first. Only the order of the end calls follows this effective end; each span keeps its end time.
+    eff_end: dict[int, int] = {r.span_id: max(r.end_ns, eff_start[r.span_id]) for r in records}
+    for r in sorted(records, key=lambda r: -depths[r.span_id]):
+        parent_id = r.parent_span_id
+        if parent_id is not None and parent_id in eff_end and eff_end[parent_id] < eff_end[r.span_id]:
+            eff_end[parent_id] = eff_end[r.span_id]
+
     # One timeline: at equal times ends go first (a sibling that ends as the next starts), deeper spans end first
     # and start last; a span's own end always follows its start.
     timeline: list[tuple[int, int, int, int, SpanRecord]] = []
     for r in records:
         start = eff_start[r.span_id]
-        end = max(r.end_ns, start)
+        end = eff_end[r.span_id]
         depth = depths[r.span_id]
         timeline.append((start, 1, depth, 0, r))
         timeline.append((end, 0 if end > start else 2, -depth, 1, r))
@@ -154,6 +163,7 @@ def replay_spans(
                 span.set_status(Status(StatusCode.ERROR, r.status_message or None))
             for name, time_ns, ev_attrs in r.events:
                 span.add_event(name, _attributes(ev_attrs), time_ns)
+            # The recorded end time; only the order of the end calls follows the effective end.
             span.end(end_time=max(r.end_ns, eff_start[r.span_id]))
             continue
         context = None

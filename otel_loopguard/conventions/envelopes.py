@@ -1,0 +1,147 @@
+"""Envelopes: wrappers some instrumentations put around a tool call's arguments or result.
+
+A convention names the envelopes to peel off (``unwrap_arguments`` / ``unwrap_result`` in :mod:`.table` or in a
+``[conventions.NAME]`` table), so only the call's own content is compared. Each function takes the value and a
+JSON parser (cached by the extractor; None for text that is not JSON) and returns the inner value, or the very
+same value object when it is not in that envelope.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+Parse = Callable[[str], Any]
+
+
+def _dumps(value: Any) -> str:
+    # Back to text, so the canonicalizer's text cache serves every repeat.
+    return json.dumps(value, default=repr)
+
+
+def _inner_args(doc: Mapping[str, Any]) -> Any:
+    inputs = doc.get("inputs")
+    if inputs is not None and ("input_str" in doc or "metadata" in doc or "tags" in doc):
+        return inputs
+    if "input_str" in doc and inputs is None:
+        # No structured inputs: the repr string is the best stable form of the arguments.
+        return doc["input_str"]
+    return doc
+
+
+def _langchain_inputs(value: Any, parse: Parse) -> Any:
+    # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
+    if value.__class__ is str:
+        if '"input_str"' not in value and '"inputs"' not in value:
+            return value
+        doc = parse(value)
+        if isinstance(doc, dict):
+            inner = _inner_args(doc)
+            if inner is not doc:
+                return inner if isinstance(inner, str) else _dumps(inner)
+        return value
+    if isinstance(value, Mapping):
+        return _inner_args(value)
+    return value
+
+
+def _inner_result(doc: Mapping[str, Any]) -> Any:
+    # OpenLLMetry: {"output": {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}, "kwargs": {...}}
+    output = doc.get("output")
+    if isinstance(output, Mapping):
+        kwargs = output.get("kwargs")
+        if isinstance(kwargs, Mapping) and "content" in kwargs:
+            return kwargs["content"]
+    # OpenInference: {"type": "tool", "data": {"content": ..., "tool_call_id": ...}}
+    data = doc.get("data")
+    if isinstance(data, Mapping) and "content" in data and "tool_call_id" in data:
+        return data["content"]
+    # A bare serialised ToolMessage: {"lc": 1, "kwargs": {"content": ..., "tool_call_id": ...}}
+    kwargs = doc.get("kwargs")
+    if isinstance(kwargs, Mapping) and "content" in kwargs and "tool_call_id" in kwargs:
+        return kwargs["content"]
+    if "content" in doc and "tool_call_id" in doc:
+        return doc["content"]
+    return doc
+
+
+def _tool_message(value: Any, parse: Parse) -> Any:
+    # Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
+    if value.__class__ is str:
+        if '"tool_call_id"' not in value and '"kwargs"' not in value:
+            return value
+        doc = parse(value)
+        if isinstance(doc, dict):
+            inner = _inner_result(doc)
+            if inner is not doc:
+                return inner
+        return value
+    if isinstance(value, Mapping):
+        return _inner_result(value)
+    return value
+
+
+def _json_string(value: Any, parse: Parse) -> Any:
+    # JSON.stringify of a string result (Vercel AI SDK), or a JSON-encoded return value (DSPy): "\"text\"".
+    if value.__class__ is str and len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        doc = parse(value)
+        if doc.__class__ is str:
+            return doc
+    return value
+
+
+def _python_call(value: Any, parse: Parse) -> Any:
+    # smolagents under OpenInference: {"args": [...], "sanitize_inputs_outputs": bool, "kwargs": {...}}.
+    if value.__class__ is str and '"sanitize_inputs_outputs"' in value:
+        doc = parse(value)
+        if isinstance(doc, dict) and set(doc) <= {"args", "kwargs", "sanitize_inputs_outputs"}:
+            args, kwargs = doc.get("args") or [], doc.get("kwargs") or {}
+            if isinstance(kwargs, dict) and isinstance(args, list):
+                if not args:
+                    return _dumps(kwargs)
+                if not kwargs:
+                    return _dumps(args)
+                return _dumps({"args": args, **kwargs})
+    return value
+
+
+def _kwargs_only(value: Any, parse: Parse) -> Any:
+    # DSPy under OpenInference: {"kwargs": {...}}.
+    if value.__class__ is str and value.startswith('{"kwargs"'):
+        doc = parse(value)
+        if isinstance(doc, dict) and len(doc) == 1 and isinstance(doc.get("kwargs"), dict):
+            return _dumps(doc["kwargs"])
+    return value
+
+
+def _content_blocks(value: Any, parse: Parse) -> Any:
+    # strands: a result is a list of content blocks, [{"text": "..."}]: one text block is that text.
+    if value.__class__ is str and value.startswith('[{"text"'):
+        doc = parse(value)
+        if isinstance(doc, list) and len(doc) == 1 and isinstance(doc[0], dict) and set(doc[0]) == {"text"}:
+            return doc[0]["text"]
+    return value
+
+
+#: Envelopes a convention may name in ``unwrap_arguments`` / ``unwrap_result``: each returns the inner value, or
+#: the value itself when it is not in that envelope.
+class Envelope(NamedTuple):
+    """An envelope: a cheap test on the text (False: certainly not this envelope) and the unwrapping function."""
+
+    name: str
+    may_be: Callable[[str], bool]
+    unwrap: Callable[[Any, Parse], Any]
+
+
+ENVELOPES: dict[str, Envelope] = {
+    e.name: e
+    for e in (
+        Envelope("langchain_inputs", lambda t: '"input_str"' in t or '"inputs"' in t, _langchain_inputs),
+        Envelope("tool_message", lambda t: '"tool_call_id"' in t or '"kwargs"' in t, _tool_message),
+        Envelope("json_string", lambda t: t[:1] == '"', _json_string),
+        Envelope("python_call", lambda t: '"sanitize_inputs_outputs"' in t, _python_call),
+        Envelope("kwargs_only", lambda t: t.startswith('{"kwargs"'), _kwargs_only),
+        Envelope("content_blocks", lambda t: t.startswith('[{"text"'), _content_blocks),
+    )
+}

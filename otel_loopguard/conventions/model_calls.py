@@ -1,0 +1,392 @@
+"""Tool calls from model spans, for agents instrumented only at the model client (no tool span anywhere).
+
+An application that instruments only its model client (the OpenAI, Anthropic instrumentations; LiteLLM) with a
+hand-written agent loop has no tool span: but each model-call span records the tool calls the model asked for (its
+output) and, in the next call's input, their results. This module reads them:
+
+* :func:`read_turn` reads one model span as a :class:`Turn`: its token usage, the calls in its output, the results
+  and earlier calls in its input, in the span's convention (:data:`MESSAGE_READERS`):
+
+  - GenAI latest conventions (``gen_ai.output.messages`` parts ``tool_call``; results as ``tool_call_response``
+    parts of ``gen_ai.input.messages``; LiteLLM's ``tool_call_id`` on a ``tool`` message and its
+    ``gen_ai.completion.0.function_call`` without an id),
+  - OpenInference (``llm.output_messages.N.message.tool_calls.M.tool_call.*``; results as
+    ``llm.input_messages.K.message`` with role ``tool``),
+  - OpenLLMetry before the GenAI messages (``gen_ai.completion.N.tool_calls.M.*``; results as ``gen_ai.prompt.K``
+    with role ``tool``, or Anthropic ``tool_result`` blocks in a ``user`` prompt);
+
+* :class:`TurnJudge` turns a trace's model turns, in end order, into judge steps: each model call's usage once
+  (an instrumentation's span and the Anthropic SDK's own span of one call share a ``gen_ai.response.id``; ADK's
+  ``call_llm`` wraps its ``generate_content`` span), and, while the trace has no tool span, a *derived* tool call
+  per requested call, its result taken from the first later input that holds it (matched by call id: ids are
+  volatile, never part of a signature). Derived steps have origin :data:`ORIGIN_DERIVED`.
+
+Content written to log records instead of spans (openai-v2 ``EVENT_ONLY``) is not on the spans: those traces have
+model spans and no readable call, which :mod:`.unread` reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+from ..core.cost import Usage
+from ..core.judge import Step
+from ..core.model import ToolCall
+from . import names as n
+
+__all__ = ["MESSAGE_READERS", "ORIGIN_DERIVED", "Turn", "TurnJudge", "read_messages"]
+
+#: :attr:`Step.origin` of a tool call derived from model spans.
+ORIGIN_DERIVED = "model.tool_call"
+
+_NS = 1e-9
+_MASK64 = (1 << 64) - 1
+
+
+class Turn(NamedTuple):
+    """What one model-call span says.
+
+    Attributes:
+        span_id, parent_span_id, start_ns, end_ns: the span's.
+        response_id: ``gen_ai.response.id``, when recorded (one model call may have two spans).
+        usage: (model, usage) when the span reports token usage.
+        calls: (call id or None, tool name, arguments) the model asked for in this call's output.
+        results: (call id, result) in this call's input; None when the span records no input messages.
+        history: (call id, tool name, arguments) of earlier calls repeated in this call's input.
+        agent: the agent name, when the span says it.
+        conversation: the conversation id, when the span says it.
+    """
+
+    span_id: int
+    parent_span_id: int | None
+    start_ns: int
+    end_ns: int
+    response_id: str | None
+    usage: tuple[str | None, Usage] | None
+    calls: tuple[tuple[str | None, str, Any], ...] = ()
+    results: tuple[tuple[str, Any], ...] | None = None
+    history: tuple[tuple[str, str, Any], ...] = ()
+    agent: str | None = None
+    conversation: str | None = None
+
+
+class Messages(NamedTuple):
+    """The tool-call content of one model span."""
+
+    calls: tuple[tuple[str | None, str, Any], ...] = ()
+    results: tuple[tuple[str, Any], ...] | None = None
+    history: tuple[tuple[str, str, Any], ...] = ()
+
+
+# -- readers ---------------------------------------------------------------------------------------------------------
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    return value
+
+
+def _text(value: Any) -> Any:
+    """A result as text: Anthropic content blocks ``[{"type": "text", "text": ...}]`` become their joined text."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(b, Mapping) and "text" in b for b in value):
+        return "".join(str(b["text"]) for b in value)
+    return value
+
+
+_TOOL_FINISH = frozenset({"tool_calls", "tool_call", "function_call", "tool_use"})
+
+
+def _genai(attrs: Mapping[str, Any]) -> Messages | None:
+    """GenAI latest conventions: ``gen_ai.output.messages`` / ``gen_ai.input.messages`` (JSON text or structured)."""
+    out_raw, in_raw = attrs.get(n.GEN_AI_OUTPUT_MESSAGES), attrs.get(n.GEN_AI_INPUT_MESSAGES)
+    if out_raw is None and in_raw is None:
+        return None
+    calls: list[tuple[str | None, str, Any]] = []
+    finish: list[str] = []
+    for message in _json(out_raw) or ():
+        if not isinstance(message, Mapping):
+            continue
+        finish.append(str(message.get("finish_reason")))
+        for part in message.get("parts") or ():
+            if isinstance(part, Mapping) and part.get("type") == "tool_call" and part.get("name"):
+                calls.append((part.get("id"), str(part["name"]), part.get("arguments")))
+    if not calls and any(reason in _TOOL_FINISH for reason in finish):
+        # LiteLLM: only the first call, without an id, beside an output message that says it asked for tools. (Its
+        # default mode overwrites the user's span call after call: a final answer beside a stale function_call.)
+        name = attrs.get(n.LITELLM_FUNCTION_CALL_NAME)
+        if name:
+            calls.append((None, str(name), attrs.get(n.LITELLM_FUNCTION_CALL_ARGUMENTS)))
+    results: list[tuple[str, Any]] | None = None
+    history: list[tuple[str, str, Any]] = []
+    messages = _json(in_raw)
+    if messages is not None:
+        results = []
+        for message in messages or ():
+            if not isinstance(message, Mapping):
+                continue
+            parts = message.get("parts") or ()
+            for part in parts:
+                if not isinstance(part, Mapping):
+                    continue
+                kind = part.get("type")
+                if kind == "tool_call_response" and part.get("id") is not None:
+                    results.append((str(part["id"]), _text(part.get("response"))))
+                elif kind == "tool_call" and part.get("id") is not None and part.get("name"):
+                    history.append((str(part["id"]), str(part["name"]), part.get("arguments")))
+            # LiteLLM: a tool message with its call id beside text parts; earlier calls in OpenAI's shape.
+            if message.get("role") == "tool" and message.get("tool_call_id") is not None:
+                text = "".join(str(p.get("content", "")) for p in parts if isinstance(p, Mapping))
+                results.append((str(message["tool_call_id"]), text))
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if isinstance(function, Mapping) and call.get("id") is not None and function.get("name"):
+                    history.append((str(call["id"]), str(function["name"]), function.get("arguments")))
+    return Messages(tuple(calls), tuple(results) if results is not None else None, tuple(history))
+
+
+def _flat(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """``<prefix><N>.<rest>`` attributes grouped by N."""
+    out: dict[int, dict[str, Any]] = {}
+    size = len(prefix)
+    for key, value in attrs.items():
+        if key.startswith(prefix):
+            index, _, rest = key[size:].partition(".")
+            if index.isdigit():
+                out.setdefault(int(index), {})[rest] = value
+    return out
+
+
+def _flat_calls(fields: Mapping[str, Any], prefix: str, id_key: str, name_key: str, args_key: str,
+                ) -> list[tuple[str | None, str, Any]]:
+    calls = _flat(fields, prefix)
+    out: list[tuple[str | None, str, Any]] = []
+    for index in sorted(calls):
+        call = calls[index]
+        if call.get(name_key):
+            identifier = call.get(id_key)
+            out.append((str(identifier) if identifier is not None else None, str(call[name_key]), call.get(args_key)))
+    return out
+
+
+def _openinference(attrs: Mapping[str, Any]) -> Messages | None:
+    """OpenInference: ``llm.output_messages.N.message.tool_calls.M.tool_call.*``, ``llm.input_messages.K.message.*``."""
+    outputs = _flat(attrs, "llm.output_messages.")
+    inputs = _flat(attrs, "llm.input_messages.")
+    if not outputs and not inputs:
+        return None
+    calls: list[tuple[str | None, str, Any]] = []
+    for index in sorted(outputs):
+        calls += _flat_calls(outputs[index], "message.tool_calls.", "tool_call.id", "tool_call.function.name",
+                             "tool_call.function.arguments")
+    results: list[tuple[str, Any]] | None = [] if inputs else None
+    history: list[tuple[str, str, Any]] = []
+    for index in sorted(inputs):
+        message = inputs[index]
+        if message.get("message.role") == "tool" and message.get("message.tool_call_id") is not None:
+            assert results is not None
+            results.append((str(message["message.tool_call_id"]), message.get("message.content")))
+        for identifier, name, args in _flat_calls(message, "message.tool_calls.", "tool_call.id",
+                                                  "tool_call.function.name", "tool_call.function.arguments"):
+            if identifier is not None:
+                history.append((identifier, name, args))
+    return Messages(tuple(calls), tuple(results) if results is not None else None, tuple(history))
+
+
+def _openllmetry_flat(attrs: Mapping[str, Any]) -> Messages | None:
+    """OpenLLMetry before the GenAI messages: ``gen_ai.completion.N.tool_calls.M.*``, ``gen_ai.prompt.K.*``."""
+    completions = _flat(attrs, n.GEN_AI_COMPLETION_PREFIX)
+    prompts = _flat(attrs, n.GEN_AI_PROMPT_PREFIX)
+    if not completions and not prompts:
+        return None
+    calls: list[tuple[str | None, str, Any]] = []
+    for index in sorted(completions):
+        calls += _flat_calls(completions[index], "tool_calls.", "id", "name", "arguments")
+    results: list[tuple[str, Any]] | None = [] if prompts else None
+    history: list[tuple[str, str, Any]] = []
+    for index in sorted(prompts):
+        prompt = prompts[index]
+        assert results is not None
+        role = prompt.get("role")
+        if role == "tool" and prompt.get("tool_call_id") is not None:
+            results.append((str(prompt["tool_call_id"]), prompt.get("content")))
+        elif role == "user" and isinstance(prompt.get("content"), str) and '"tool_result"' in prompt["content"]:
+            # Anthropic (0.53): the results are tool_result blocks of a user prompt, as JSON text.
+            for block in _json(prompt["content"]) or ():
+                if isinstance(block, Mapping) and block.get("type") == "tool_result" and block.get("tool_use_id"):
+                    results.append((str(block["tool_use_id"]), _text(block.get("content"))))
+        for identifier, name, args in _flat_calls(prompt, "tool_calls.", "id", "name", "arguments"):
+            if identifier is not None:
+                history.append((identifier, name, args))
+    return Messages(tuple(calls), tuple(results) if results is not None else None, tuple(history))
+
+
+#: Message readers by name (a model-span convention names those that apply to it, in order).
+MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
+    "genai_messages": _genai,
+    "openinference_messages": _openinference,
+    "openllmetry_flat": _openllmetry_flat,
+}
+
+
+def read_messages(attrs: Mapping[str, Any], readers: Iterable[str]) -> Messages:
+    """The tool-call content of a model span: calls from the first reader that finds any, results merged."""
+    calls: tuple[tuple[str | None, str, Any], ...] = ()
+    results: list[tuple[str, Any]] | None = None
+    history: list[tuple[str, str, Any]] = []
+    for name in readers:
+        messages = MESSAGE_READERS[name](attrs)
+        if messages is None:
+            continue
+        if not calls:
+            calls = messages.calls
+        if messages.results is not None:
+            results = [*(results or ()), *messages.results]
+        history += messages.history
+    return Messages(calls, tuple(results) if results is not None else None, tuple(history))
+
+
+# -- the trace's turns, as judge steps ---------------------------------------------------------------------------------
+
+class _Pending(NamedTuple):
+    turn: Turn
+    position: int
+    call_id: str | None
+    tool: str
+    arguments: Any
+
+
+class TurnJudge:
+    """One trace's model turns (fed in end order) as judge steps: usage once per model call, derived tool calls.
+
+    Args:
+        derive: derive tool calls from the turns (the caller turns it off for a trace with tool spans).
+
+    A model call is counted once: a turn whose ``gen_ai.response.id`` was counted, or whose model-span child was
+    counted (ADK's ``call_llm`` around ``generate_content``), adds no usage. Derived calls wait for the first later
+    turn that records its input; a call whose result never comes is judged without one at :meth:`finish`.
+    """
+
+    __slots__ = ("_counted", "_counted_parents", "_emitted", "_known", "_pending", "_responses", "derive",
+                 "derived")
+
+    def __init__(self, derive: bool = True) -> None:
+        self.derive = derive
+        #: Derived tool calls produced so far.
+        self.derived = 0
+        self._responses: set[str] = set()
+        self._counted: set[int] = set()
+        self._counted_parents: set[int] = set()
+        self._pending: list[_Pending] = []
+        self._known: set[str] = set()
+        self._emitted: set[str] = set()
+
+    @property
+    def pending(self) -> int:
+        """Derived calls waiting for their result (judged at :meth:`finish` when it never comes)."""
+        return len(self._pending) if self.derive else 0
+
+    def tool_span_seen(self) -> None:
+        """The trace has a tool span: its calls are read there, never derived (pending ones are dropped)."""
+        self.derive = False
+        self._pending.clear()
+
+    def add(self, turn: Turn) -> list[Step]:
+        """The steps one more turn gives: derived calls it completes (in order), then its usage."""
+        out: list[Step] = []
+        if self.derive:
+            if turn.results is not None and self._pending:
+                out += self._complete(turn)
+            self._request(turn)
+        usage = self._usage(turn)
+        if usage is not None:
+            out.append(usage)
+        return out
+
+    def finish(self) -> list[Step]:
+        """Derived calls still waiting for a result: judged without one."""
+        out = [self._step(p, None, None) for p in self._pending] if self.derive else []
+        self._pending.clear()
+        return out
+
+    # -- internals -------------------------------------------------------------------------------------------------
+
+    def _usage(self, turn: Turn) -> Step | None:
+        if turn.usage is None:
+            return None
+        if turn.response_id is not None:
+            if turn.response_id in self._responses:
+                return None
+            self._responses.add(turn.response_id)
+        if turn.span_id in self._counted_parents or turn.parent_span_id in self._counted:
+            return None
+        self._counted.add(turn.span_id)
+        if turn.parent_span_id is not None:
+            self._counted_parents.add(turn.parent_span_id)
+        model, usage = turn.usage
+        return Step(span_id=turn.span_id, parent_span_id=turn.parent_span_id, start_ns=turn.start_ns,
+                    end_ns=turn.end_ns, model=model, usage=usage, agent=turn.agent, conversation=turn.conversation)
+
+    def _request(self, turn: Turn) -> None:
+        for index, (call_id, tool, arguments) in enumerate(turn.calls):
+            if call_id is not None:
+                # One call recorded by two spans (an instrumentation's and the SDK's own): asked for once.
+                if call_id in self._known:
+                    continue
+                self._known.add(call_id)
+            elif turn.response_id is not None:
+                key = f"{turn.response_id}#{index}"
+                if key in self._known:
+                    continue
+                self._known.add(key)
+            self._pending.append(_Pending(turn, index, call_id, tool, arguments))
+
+    def _complete(self, turn: Turn) -> list[Step]:
+        results = dict(turn.results or ())
+        out = []
+        waiting = []
+        for pending in self._pending:
+            call_id = pending.call_id
+            if call_id is None:
+                call_id = self._adopt(pending, turn)
+            if call_id is not None and call_id in results:
+                out.append(self._step(pending, results[call_id], turn))
+            else:
+                waiting.append(pending)
+        # A call whose result is not in this input will not be in a later one either: judged without a result.
+        out += [self._step(p, None, turn) for p in waiting if p.turn.end_ns <= turn.start_ns]
+        self._pending = [p for p in waiting if p.turn.end_ns > turn.start_ns]
+        return out
+
+    def _adopt(self, pending: _Pending, turn: Turn) -> str | None:
+        # A call recorded without an id (LiteLLM) takes the id its next input gives the same tool's earlier call.
+        for call_id, tool, _ in turn.history:
+            if tool == pending.tool and call_id not in self._emitted and call_id not in self._known:
+                self._known.add(call_id)
+                return call_id
+        return None
+
+    def _step(self, pending: _Pending, result: Any, at: Turn | None) -> Step:
+        turn = pending.turn
+        if pending.call_id is not None:
+            self._emitted.add(pending.call_id)
+        self.derived += 1
+        end_ns = at.start_ns if at is not None else turn.end_ns
+        call = ToolCall(
+            tool=pending.tool,
+            arguments=pending.arguments,
+            arguments_captured=pending.arguments is not None,
+            result=result,
+            result_captured=result is not None,
+            start=turn.end_ns * _NS,
+            end=end_ns * _NS,
+        )
+        # A span id of its own, derived from the model span's, so a re-delivered trace de-duplicates it too.
+        span_id = (turn.span_id * 1_000_003 + pending.position + 1) & _MASK64 or 1
+        return Step(span_id=span_id, parent_span_id=turn.parent_span_id, start_ns=turn.end_ns,
+                    end_ns=max(end_ns, turn.end_ns), call=call, agent=turn.agent, conversation=turn.conversation,
+                    origin=ORIGIN_DERIVED)

@@ -1,0 +1,205 @@
+"""Unread input is never silent: why spans that look like an agent's could not be read as tool calls.
+
+Two causes, each reported once (per process, per cause and set of attribute keys) by every path — the processor
+and ``serve`` as a WARNING log record and the counter ``loopguard.spans.unread{reason}``, ``serve`` also as an
+OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the trace:
+
+* :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans) but no tool call can be read from them:
+  no tool span of a known convention, and no tool call in the model spans' messages (content not captured, or
+  written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of its model spans.
+* :data:`UNKNOWN_ATTRIBUTES`: a tool span whose arguments or result were not found where its convention writes
+  them, while it carries attributes (or span-event attributes) that look like content no convention reads. The
+  keys named are those attributes: a ``[conventions.NAME]`` table can read them.
+
+This module classifies; the paths report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from . import names as n
+from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
+
+__all__ = [
+    "NO_TOOL_CALLS",
+    "README_SECTION",
+    "UNKNOWN_ATTRIBUTES",
+    "Unread",
+    "UnreadTrace",
+    "message",
+    "unknown_content_keys",
+]
+
+NO_TOOL_CALLS = "no_tool_calls"
+UNKNOWN_ATTRIBUTES = "unknown_attributes"
+#: Where the README explains what is read and how to make the rest readable.
+README_SECTION = "README.md, section 'Conventions read'"
+
+#: Attribute keys named in a note at most (the rest are counted).
+MAX_KEYS = 12
+
+# The last word(s) of an attribute key that holds a call's content (arguments, result) rather than metadata.
+_CONTENT_WORDS = frozenset({
+    "input", "inputs", "output", "outputs", "arg", "args", "argument", "arguments", "param", "params", "parameters",
+    "result", "results", "response", "request", "payload", "content", "body", "kwargs",
+})
+
+
+def _known_keys() -> frozenset[str]:
+    keys: set[str] = set()
+    for convention in TOOL_CONVENTIONS:
+        for sources in (convention.tool_name, convention.arguments, convention.result, convention.error,
+                        convention.call_id, convention.agent_name):
+            for source in sources:
+                if source.attribute:
+                    keys.add(f"{source.event}/{source.attribute}" if source.event else source.attribute)
+    for agent in AGENT_SPANS:
+        keys.update(s.attribute for s in agent.agent_name if s.attribute)
+    # Content-like keys that are known not to be a call's content: schemas, definitions, descriptions, mime types.
+    keys.update({
+        n.OI_TOOL_PARAMETERS, n.GEN_AI_TOOL_JSON_SCHEMA, n.GEN_AI_TOOL_DEFINITIONS, n.GEN_AI_TOOL_DESCRIPTION,
+        n.OI_INPUT_MIME_TYPE, n.OI_OUTPUT_MIME_TYPE, n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES,
+        n.ADK_LLM_REQUEST, n.ADK_LLM_RESPONSE, n.MASTRA_METADATA_BODY,
+    })
+    return frozenset(keys)
+
+
+KNOWN_KEYS = _known_keys()
+_BUILT_IN = frozenset(c.name for c in TOOL_CONVENTIONS)
+
+
+def _content_like(key: str) -> bool:
+    # The key's last word: ``acme.tool_input`` and ``myfw.output`` are content, ``acme.request_id`` is not.
+    last = key.rsplit(".", 1)[-1].lower().replace("-", "_").rsplit("_", 1)[-1]
+    return last in _CONTENT_WORDS
+
+
+def unknown_content_keys(attrs: Mapping[str, Any], events: Iterable[tuple[str, Mapping[str, Any]]] = (),
+                         known: frozenset[str] = KNOWN_KEYS) -> tuple[str, ...]:
+    """Attribute keys (``event/key`` for span-event attributes) that look like a call's content and that no
+    convention reads, sorted."""
+    out = {k for k in attrs if k not in known and _content_like(k)}
+    for name, event_attrs in events:
+        if name == n.EVENT_EXCEPTION:
+            continue
+        for key in event_attrs:
+            full = f"{name}/{key}"
+            if full not in known and _content_like(key):
+                out.add(full)
+    return tuple(sorted(out))
+
+
+class Unread(NamedTuple):
+    """One cause of unread input.
+
+    Attributes:
+        reason: :data:`NO_TOOL_CALLS` or :data:`UNKNOWN_ATTRIBUTES` (the counter's ``reason`` attribute).
+        keys: the attribute keys seen (at most :data:`MAX_KEYS`, sorted).
+        spans: how many spans it concerns.
+    """
+
+    reason: str
+    keys: tuple[str, ...]
+    spans: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form of ``audit --json``'s ``unread`` entries."""
+        return {"reason": self.reason, "keys": list(self.keys), "spans": self.spans, "message": message(self)}
+
+
+def message(unread: Unread) -> str:
+    """The one-line explanation of a cause, naming the keys seen and the README section (no attribute values)."""
+    keys = ", ".join(unread.keys) if unread.keys else "none"
+    if unread.reason == NO_TOOL_CALLS:
+        return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
+                f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
+                f"set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY); model span attributes seen: "
+                f"{keys}; see {README_SECTION}")
+    return (f"{unread.spans} tool span(s) whose arguments or result are in attributes no convention reads: {keys}; "
+            f"describe them in a [conventions.NAME] table, see {README_SECTION}")
+
+
+def _bounded(keys: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(keys)))[:MAX_KEYS]
+
+
+class UnreadTrace:
+    """The unread causes of one trace, as its spans are read (any order).
+
+    Call :meth:`tool` for each tool span read, :meth:`model` for each model or agent span, :meth:`derived` when
+    model spans gave tool calls, then :meth:`causes` when the trace is done.
+    """
+
+    __slots__ = ("_derived", "_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
+
+    def __init__(self) -> None:
+        self._tool_calls = 0
+        self._derived = 0
+        self._model_spans = 0
+        self._model_keys: set[str] = set()
+        self._unknown: set[str] = set()
+        self._unknown_spans = 0
+
+    def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
+             events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
+        """One tool span read: a cause when part of the call was not found and unknown content-like keys are there."""
+        self._tool_calls += 1
+        if arguments_captured and result_captured:
+            return
+        known = KNOWN_KEYS
+        if convention is not None and convention.name not in _BUILT_IN:
+            known = known | {s.attribute for s in (*convention.arguments, *convention.result) if s.attribute}
+        keys = unknown_content_keys(attrs, events, known)
+        if keys:
+            self._unknown_spans += 1
+            if len(self._unknown) < 4 * MAX_KEYS:
+                self._unknown.update(keys)
+
+    def model(self, attrs: Mapping[str, Any]) -> None:
+        """One model or agent span."""
+        self._model_spans += 1
+        if len(self._model_keys) < 4 * MAX_KEYS:
+            self._model_keys.update(k for k in attrs if k.startswith(n.GENAI_KEY_PREFIXES))
+
+    def derived(self, count: int) -> None:
+        """Tool calls read from model spans."""
+        self._tool_calls += count
+        self._derived += count
+
+    def set_derived(self, count: int) -> None:
+        """The tool calls read from model spans, counted again (the derivation was done again)."""
+        self._tool_calls += count - self._derived
+        self._derived = count
+
+    def merge(self, other: UnreadTrace) -> None:
+        """Add what ``other`` noted (the spans of one more batch of the same trace)."""
+        self._tool_calls += other._tool_calls
+        self._derived += other._derived
+        self._model_spans += other._model_spans
+        self._unknown_spans += other._unknown_spans
+        if len(self._model_keys) < 4 * MAX_KEYS:
+            self._model_keys.update(other._model_keys)
+        if len(self._unknown) < 4 * MAX_KEYS:
+            self._unknown.update(other._unknown)
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls read so far (from tool spans, or derived from model spans)."""
+        return self._tool_calls
+
+    def causes(self) -> list[Unread]:
+        """What could not be read in the trace (empty when everything that looks like an agent's was read)."""
+        out = []
+        if self._unknown_spans:
+            out.append(Unread(UNKNOWN_ATTRIBUTES, _bounded(self._unknown), self._unknown_spans))
+        if self._model_spans and not self._tool_calls:
+            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans))
+        return out
+
+
+def is_model_or_agent(role: str | None) -> bool:
+    """Whether a span of this role counts as a GenAI span for :data:`NO_TOOL_CALLS`."""
+    return role in ("llm", "agent")
+

@@ -1,0 +1,151 @@
+"""Placeholders meaning "not recorded" (``redacted_values``): one configurable list, never a value.
+
+The worst error loopguard can make is a false ``stuck`` (and a stop) on a healthy agent: identical placeholders
+instead of each call's own arguments would read as identical calls. So a placeholder makes the call "not recorded",
+and a repetition without evidence is ``uncertain``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_loopguard import LoopGuardConfig, cli
+from otel_loopguard.conventions.extract import Extractor
+from otel_loopguard.core.config import DEFAULT_REDACTED_VALUES, RedactedValue
+from otel_loopguard.errors import ConfigError
+from tests.support.recorded_fixtures import FIXTURES
+
+
+def _redact(doc: dict[str, Any], keys: tuple[str, ...], placeholder: str) -> dict[str, Any]:
+    """The recorded trace with each tool span's ``keys`` replaced by ``placeholder``, as the redaction does."""
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for attr in span.get("attributes", []):
+                    if attr["key"] in keys:
+                        attr["value"] = {"stringValue": placeholder}
+    return doc
+
+
+def _audit(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    capsys.readouterr()
+    cli.main(["audit", "--json", *argv])
+    [report] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    return report
+
+
+def test_redacted_pagination_is_uncertain_never_stuck(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """strands' redaction (gen_ai_unredacted_attributes=) on a paginating agent: four calls, identical placeholders.
+
+    Read as values they would be one call repeated with one result (stuck at the third, stopped at the fourth);
+    read as "not recorded", the repetition lacks evidence: uncertain at the third call (step 2), never stuck.
+    """
+    doc = json.loads((FIXTURES / "strands_latest__pagination.json").read_text())
+    path = tmp_path / "redacted.json"
+    path.write_text(json.dumps(_redact(doc, ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"),
+                                       "[REDACTED]")))
+    report = _audit(capsys, str(path))
+    assert [(t["step"], t["to"]) for t in report["transitions"]] == [(2, "uncertain")]
+    assert report["interventions"] == [] and report["verdict"] == "uncertain"
+
+
+def test_the_list_is_configurable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An in-house placeholder joins the list; a list without a placeholder makes it a value again."""
+    doc = json.loads((FIXTURES / "pydantic_ai__pagination.json").read_text())
+    path = tmp_path / "hidden.json"
+    path.write_text(json.dumps(_redact(doc, ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"), "<hidden>")))
+    # By default "<hidden>" is a value: four identical calls with one result, stuck at step 2.
+    assert [(t["step"], t["to"]) for t in _audit(capsys, str(path))["transitions"]] == [(2, "stuck")]
+    config = tmp_path / "c.toml"
+    config.write_text('redacted_values = ["<hidden>"]\n')
+    report = _audit(capsys, "--config", str(config), str(path))
+    assert [(t["step"], t["to"]) for t in report["transitions"]] == [(2, "uncertain")]
+    # The recorded OpenInference run with content hidden: with the default list uncertain; with an empty list its
+    # "__REDACTED__" is a value, and the loop of identical placeholders reads as stuck (the user's explicit choice).
+    hidden = FIXTURES / "openai_agents_openinference__no_content.json"
+    assert _audit(capsys, str(hidden))["verdict"] == "uncertain"
+    config.write_text("redacted_values = []\n")
+    assert _audit(capsys, "--config", str(config), str(hidden))["verdict"] == "stuck"
+
+
+@pytest.mark.parametrize(("key", "recorded"), [
+    ("gcp.vertex.agent.tool_call_args", False),  # ADK's legacy schema with content capture off
+    ("gen_ai.tool.call.arguments", True),  # a tool without arguments
+])
+def test_adk_empty_object_is_a_placeholder_only_in_adk_attributes(key: str, recorded: bool) -> None:
+    """``{}`` is ADK's placeholder in its own content attributes; elsewhere it is a call without arguments."""
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "now", key: "{}"}
+    call = Extractor().tool_call(attrs, "execute_tool now", 1, 2)
+    assert call.arguments_captured is recorded
+    assert call.arguments == ("{}" if recorded else None)
+
+
+@pytest.mark.parametrize(("args", "recorded"), [
+    ('{"query":"[REDACTED]"}', False),  # Mastra 0.x SensitiveDataFilter: every value hidden
+    ('{"query": "__REDACTED__", "page": "[REDACTED]"}', False),
+    ('{"query":"[REDACTED]","page":2}', True),  # one argument still tells calls apart
+    ('{"note":"the text [REDACTED] appears inside"}', True),
+    ("[REDACTED]", False),
+    ("__REDACTED__", False),
+    ("{}", True),
+])
+def test_an_argument_object_of_placeholders_is_not_recorded(args: str, recorded: bool) -> None:
+    attrs = {"gen_ai.operation.name": "tool.execute", "gen_ai.tool.name": "search", "gen_ai.tool.input": args,
+             "gen_ai.tool.output": "3 hits"}
+    call = Extractor().tool_call(attrs, "tool.execute search", 1, 2)
+    assert call.arguments_captured is recorded
+    assert call.result_captured and call.result == "3 hits"
+
+
+def test_a_placeholder_result_is_not_recorded_but_a_result_mentioning_one_is() -> None:
+    extractor = Extractor()
+    base = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}"}
+    assert not extractor.tool_call({**base, "gen_ai.tool.call.result": "[REDACTED]"}, "x", 1, 2).result_captured
+    mention = extractor.tool_call({**base, "gen_ai.tool.call.result": '{"a": "[REDACTED]"}'}, "x", 1, 2)
+    assert mention.result_captured
+    # strands writes its result as content blocks; a block of a placeholder is a placeholder.
+    strands = {**base, "gen_ai.provider.name": "strands-agents", "gen_ai.tool.call.result": '[{"text": "[REDACTED]"}]'}
+    assert not extractor.tool_call(strands, "x", 1, 2).result_captured
+
+
+def test_strands_event_placeholders_are_not_recorded() -> None:
+    """strands' default conventions keep content in span events; their placeholders are "not recorded" too."""
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.system": "strands-agents", "gen_ai.tool.name": "search"}
+    redacted = [("gen_ai.tool.message", {"role": "tool", "content": "[REDACTED]", "id": "call_0"}),
+                ("gen_ai.choice", {"message": "[REDACTED]", "id": "call_0"})]
+    call = Extractor().tool_call(attrs, "execute_tool search", 1, 2, events=redacted)
+    assert not call.arguments_captured and not call.result_captured
+    shown = [("gen_ai.tool.message", {"content": '{"query": "x"}'}), ("gen_ai.choice", {"message": '[{"text": "ok"}]'})]
+    call = Extractor().tool_call(attrs, "execute_tool search", 1, 2, events=shown)
+    assert (call.arguments, call.result) == ('{"query": "x"}', "ok")
+
+
+def test_configuration_forms(tmp_path: Path) -> None:
+    """TOML: strings and {value, attributes} tables; environment: a comma list, ``+`` extends the defaults."""
+    path = tmp_path / "c.toml"
+    path.write_text('redacted_values = ["<hidden>", { value = "N/A", attributes = ["my.args"] }]\n')
+    config = LoopGuardConfig.load(path)
+    assert config.redacted_values == (RedactedValue("<hidden>"), RedactedValue("N/A", ("my.args",)))
+    assert LoopGuardConfig().redacted_values == DEFAULT_REDACTED_VALUES
+    env = LoopGuardConfig.load(environ={"LOOPGUARD_REDACTED_VALUES": "+***,<secret>"})
+    assert env.redacted_values == (*DEFAULT_REDACTED_VALUES, RedactedValue("***"), RedactedValue("<secret>"))
+    assert LoopGuardConfig.load(environ={"LOOPGUARD_REDACTED_VALUES": "***"}).redacted_values == (RedactedValue("***"),)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('redacted_values = "[REDACTED]"\n', "redacted_values must be a list"),
+    ("redacted_values = [3]\n", "an entry must be a string or a {value, attributes} table"),
+    ('redacted_values = [{ attributes = ["a"] }]\n', "an entry needs a value"),
+    ('redacted_values = [{ value = "x", keys = ["a"] }]\n', "unknown key(s) keys"),
+    ('redacted_values = [{ value = "x", attributes = "a" }]\n', "attributes must be a list of strings"),
+])
+def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        LoopGuardConfig.load(path)
+    assert message in str(info.value) and str(path) in str(info.value)
