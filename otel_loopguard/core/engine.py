@@ -13,8 +13,8 @@ After every tool call of a trace, in this order:
 The :mod:`.ladder` then turns the verdict into what the trace shows (hysteresis), transitions, nudges and stops.
 The detectors and the ladder hold no per-trace data: it all lives in :class:`TraceState`, which the caller owns
 (the state store), and which is opaque. Calls are kept in a window whose signatures and evidence are computed only
-when two calls must be compared (:mod:`.window`). Every call costs O(max_period) plus, only when its tool is
-frequent in the window, one pass over the window. Nothing rescans history.
+when two calls must be compared (:mod:`.window`). Every call costs O(max_period) plus O(1) amortised for the
+frequency rule's counts, whatever the window size. Nothing rescans history.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from .cache import BoundedCache
 from .config import LoopGuardConfig
 from .cost import CostTotal, Usage
-from .frequency import FrequencyDetector
+from .frequency import FrequencyDetector, FrequencyState
 from .ladder import Ladder, LadderState
 from .lease import LeaseDetector, LeaseState
 from .model import (
@@ -63,13 +63,15 @@ class TraceState:
     store gives each trace one).
     """
 
-    __slots__ = ("_canonical", "_cost", "_index", "_ladder", "_last_digest", "_lease", "_period", "_retry", "_window")
+    __slots__ = ("_canonical", "_cost", "_frequency", "_index", "_ladder", "_last_digest", "_lease", "_period",
+                 "_retry", "_window")
 
-    def __init__(self, window: Window, period: PeriodState, ladder: LadderState,
+    def __init__(self, window: Window, period: PeriodState, frequency: FrequencyState, ladder: LadderState,
                  canonical: Callable[[Call], str]) -> None:
         self._index = -1
         self._window = window
         self._period = period
+        self._frequency = frequency
         self._retry = RetryState()
         self._lease = LeaseState()
         self._ladder = ladder
@@ -143,16 +145,19 @@ class LoopEngine:
         self._signatures = signatures = Signatures(self.normalizer, cfg.max_argument_bytes, cfg.is_permanent)
         self._period = PeriodDetector(cfg.max_period, signatures)
         self._frequency = FrequencyDetector(signatures)
+        self._frequency_update = self._frequency.update
+        self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
         self._lease = LeaseDetector(cfg.lease.max_renewals)
         self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps)
+        self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
 
     # -- public API --------------------------------------------------------
 
     def new_state(self) -> TraceState:
         """A fresh state for a new trace."""
-        return TraceState(Window(self.config.window), self._period.new_state(),
+        return TraceState(Window(self.config.window), self._period.new_state(), self._frequency.new_state(),
                           self._ladder.new_state(self._working_start), self._signatures.canonical)
 
     def signature(self, call: ToolCall) -> ActionSignature:
@@ -205,10 +210,16 @@ class LoopEngine:
             continues = (call.lease is None and waited is not None and waited.tool == entry.tool
                          and self._signatures.same_signature(waited, entry))
             self._lease.update(lease, call.lease, continues=continues, call=entry)
-        tool_count = window.push(entry)
+        # The window: the oldest call leaves a full one.
+        evicted = calls[0] if len(calls) == calls.maxlen else None
+        calls.append(entry)
+        if entry.incomplete:
+            window.last_incomplete = index
+        if not entry.permanent:
+            window.last_not_permanent = index
+        self._frequency_update(state._frequency, entry, evicted)
 
-        verdict, permanent = self._decide(state, now, tool_count, repeats)
-        return self._conclude(state, verdict, entry, permanent)
+        return self._judge(state, now, repeats, entry)  # type: ignore[return-value]  # never None with a call
 
     def reevaluate(self, state: TraceState, now: float) -> Observation | None:
         """Judge the trace again at ``now`` without a new call (a lease may have expired).
@@ -218,14 +229,7 @@ class LoopEngine:
         """
         if state._index < 0:
             return None
-        window = state._window
-        verdict, permanent = self._decide(state, now, window.tool_counts[window.calls[-1].tool],
-                                          any(state._period.match))
-        if verdict.kind == state.verdict.kind:
-            # Nothing new happened: no call continued the loop, so the nudge/stop ladder must not advance
-            # (the live processor, which judges only when a span ends, would not advance it either).
-            return None
-        return self._conclude(state, verdict, None, permanent)
+        return self._judge(state, now, any(state._period.match), None)
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
@@ -237,52 +241,61 @@ class LoopEngine:
 
     # -- the decision order ------------------------------------------------
 
-    def _decide(self, state: TraceState, now: float | None, tool_count: int,
-                repeats: bool) -> tuple[Verdict, bool]:
-        """The verdict after the trace's latest call, and whether it is a stuck cycle of permanent failures.
+    def _judge(self, state: TraceState, now: float | None, repeats: bool, entry: Call | None) -> Observation | None:
+        """Decide the verdict after the trace's latest call, then apply the ladder.
 
         Args:
-            tool_count: calls of the latest call's tool in the window.
+            now: the observation time.
             repeats: the latest call matched a call up to ``max_period`` places before it (else no period can).
+            entry: the call just observed; None when the trace is judged again without one, and then nothing is
+                returned unless the verdict kind changed.
         """
-        previous = state._ladder.verdict
+        ladder = state._ladder
+        previous = ladder.verdict
         index = state._index
+        permanent = False
         # 1. A valid lease: waiting.
         if state._lease.lease is not None and self._lease.holds(state._lease, now):
             if previous.rule is RULE_LEASE and previous.step >= 0:
-                return previous, False
-            return Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version), False
-        # 2. Repetition: the shortest periodic suffix, else a frequent call; none: working.
-        window = state._window
-        calls = window.calls
-        found = (repeats and self._period.find(state._period, calls, window.last_incomplete, window.last_not_permanent)
-                 ) or self._frequency.find(calls, tool_count)
-        if found is None:
-            # Nothing repeats: the common case, so the verdict object is reused while it holds.
-            if previous.rule is RULE_NONE and previous.kind is WORKING and previous.step >= 0:
-                return previous, False
-            return Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version), False
-        # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
-        # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
-        if found.incomplete:
-            kind, rule = UNCERTAIN, RULE_EVIDENCE
-        elif found.retry_applies and self._retry.explains(state._retry):
-            kind, rule = RETRYING, RULE_RETRY
-        elif found.evidence_unchanged():
-            kind, rule = STUCK, found.rule
+                verdict = previous
+            else:
+                verdict = Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version)
         else:
-            kind, rule = WORKING, RULE_PROGRESS
-        subject = found.subject
-        verdict = Verdict(kind, rule, index, period=found.period, repetitions=found.repetitions,
-                          cycle_start=found.cycle_start, tool=subject.tool,
-                          signature_digest=self._signature_digest(state, subject),
-                          normalizer_version=self.normalizer_version)
-        return verdict, kind is STUCK and found.permanent
-
-    def _conclude(self, state: TraceState, verdict: Verdict, entry: Call | None, permanent: bool) -> Observation:
-        index = state._index
-        verdict, transition, intervention = self._ladder.conclude(
-            state._ladder, verdict, index, new_call=entry is not None, permanent=permanent)
+            # 2. Repetition: the shortest periodic suffix, else a frequent call; none: working.
+            window = state._window
+            calls = window.calls
+            found = (repeats and self._period.find(state._period, calls, window.last_incomplete,
+                                                   window.last_not_permanent)) or self._frequency_find(
+                state._frequency, calls[-1])
+            if found is None:
+                # Nothing repeats: the common case, so the verdict object is reused while it holds.
+                if previous.rule is RULE_NONE and previous.kind is WORKING and previous.step >= 0:
+                    verdict = previous
+                else:
+                    verdict = Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version)
+            else:
+                # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
+                # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
+                if found.incomplete:
+                    kind, rule = UNCERTAIN, RULE_EVIDENCE
+                elif found.retry_applies and self._retry.explains(state._retry):
+                    kind, rule = RETRYING, RULE_RETRY
+                elif found.evidence_unchanged():
+                    kind, rule = STUCK, found.rule
+                    permanent = found.permanent
+                else:
+                    kind, rule = WORKING, RULE_PROGRESS
+                subject = found.subject
+                verdict = Verdict(kind, rule, index, period=found.period, repetitions=found.repetitions,
+                                  cycle_start=found.cycle_start, tool=subject.tool,
+                                  signature_digest=self._signature_digest(state, subject),
+                                  normalizer_version=self.normalizer_version)
+        if entry is None and verdict.kind == previous.kind:
+            # Judged again and nothing new happened: no call continued the loop, so the nudge/stop ladder must not
+            # advance (the live processor, which judges only when a span ends, would not advance it either).
+            return None
+        verdict = self._ladder_conclude(ladder, verdict, index, entry is not None, permanent)
+        transition, intervention = ladder.transition, ladder.last
         if transition is None and intervention is None:
             return Observation(index, verdict)
         digest = self.digest(self._signatures.key(entry)) if entry is not None else None

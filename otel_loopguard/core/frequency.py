@@ -1,83 +1,235 @@
 """The frequency detector: one call seen at least ``frequency_limit`` times in the window (rule ``frequency``).
 
-The frequency rule, for repetition that is not periodic (``A x A y A``). A signature cannot repeat more often than its
-tool, so calls are compared only once their tool is frequent enough, and only with calls of that tool.
+The rule for repetition that is not periodic (``A x A y A``). It keeps counts and never scans the window: each
+call is counted on up to three levels, each refining the one before, and only where the level above reached the
+tool's limit (below it, no signature there can be frequent):
+
+1. calls per tool, counted as calls arrive;
+2. calls per fingerprint (:meth:`~.window.Signatures.bucket`: equal signatures have equal fingerprints), taken
+   when the rule is asked about a call of a frequent tool (the decision order asks only when no period was found,
+   so a loop's calls are mostly never sorted);
+3. calls per signature (the canonical arguments), taken when the rule is asked about a call whose fingerprint is
+   frequent, until it is settled whether that call's signature can be.
+
+Every call moves down a level at most once, so the work is O(1) amortised per call whatever the window size. The
+calls waiting at a level are kept oldest first, so the call leaving a full window is always the first of its list.
+The repeated calls' evidence is compared only when the decision order asks for it.
+
+>>> from otel_loopguard.core.engine import LoopEngine
+>>> from otel_loopguard.core.model import ToolCall
+>>> engine = LoopEngine()
+>>> state = engine.new_state()
+>>> calls = [ToolCall("search", {"q": q}, result="none", result_captured=True) for q in ["a", "b", "a", "c", "a"]]
+>>> [(o.verdict.kind, o.verdict.rule, o.verdict.repetitions) for o in (engine.observe(state, c) for c in calls)][-1]
+('stuck', 'frequency', 3)
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from msgspec import Struct, field
 
 from .model import RULE_FREQUENCY
 from .window import Call, Repetition, Signatures
 
-__all__ = ["FrequencyDetector"]
+__all__ = ["FrequencyDetector", "FrequencyState"]
+
+
+class _Count(Struct, gc=False):
+    """Calls of one tool (or of one fingerprint) in the window, and those of them not sorted a level down yet (oldest
+    first). A struct built in C: one is made per fingerprint of a frequent tool's calls."""
+
+    count: int = 0
+    waiting: deque[Call] = field(default_factory=deque)
+
+
+class _Group(Struct, gc=False):
+    """The window's calls with one signature, oldest first, and how many lack evidence or are not permanent failures."""
+
+    calls: deque[Call] = field(default_factory=deque)
+    incomplete: int = 0
+    not_permanent: int = 0
+
+
+class FrequencyState:
+    """One trace's counts: per tool, per fingerprint, per signature."""
+
+    __slots__ = ("buckets", "groups", "tools")
+
+    def __init__(self) -> None:
+        self.tools: dict[str, _Count] = {}
+        # A fingerprint held by one call maps to that call (most fingerprints of a tool with many arguments).
+        self.buckets: dict[tuple[str, Any], _Count | Call] = {}
+        self.groups: dict[tuple[str, str], _Group] = {}
 
 
 class FrequencyDetector:
-    """Finds the latest call's signature repeated at least its tool's frequency limit in the window.
+    """Counts calls in the window and finds the latest call's signature at its tool's frequency limit.
 
     Args:
-        signatures: compares calls.
+        signatures: fingerprints and canonical arguments of calls.
     """
 
     def __init__(self, signatures: Signatures) -> None:
         self._signatures = signatures
+        self._bucket = signatures.bucket
+        self._canonical = signatures.canonical
 
-    def find(self, calls: deque[Call], tool_count: int) -> Repetition | None:
-        """The repetition of the newest call in the window ``calls``, or None.
+    @staticmethod
+    def new_state() -> FrequencyState:
+        """Counts of a new trace."""
+        return FrequencyState()
 
-        Args:
-            tool_count: calls of the newest call's tool in the window.
-        """
-        current = calls[-1]
+    @staticmethod
+    def update(state: FrequencyState, call: Call, evicted: Call | None) -> None:
+        """Count a call that entered the window, and uncount the one that left it (always the oldest), if any."""
+        tools = state.tools
+        if evicted is not None and not evicted.rules.exempt:
+            # The oldest call of the window is the oldest of its tool, of its fingerprint and of its signature, so
+            # it is the first of whichever list holds it.
+            tool = evicted.tool
+            counted = tools[tool]
+            counted.count -= 1
+            key = evicted.bucket
+            if key is None:
+                counted.waiting.popleft()
+            elif state.buckets[key] is evicted:  # the only call with its fingerprint
+                del state.buckets[key]
+            else:
+                _forget(state, evicted, key)
+            if not counted.count:
+                del tools[tool]
+        if call.rules.exempt:  # never judged by frequency, so never counted
+            return
+        tool = call.tool
+        entry = tools.get(tool)
+        if entry is None:
+            entry = tools[tool] = _Count()
+        entry.count += 1
+        entry.waiting.append(call)
+
+    def find(self, state: FrequencyState, current: Call) -> Repetition | None:
+        """The repetition of ``current`` (the newest call) in the window, or None."""
         rules = current.rules
-        if rules.exempt or tool_count < rules.limit:
+        if rules.exempt:
             return None
-        same = self.same_calls(calls, current, tool_count)
-        if same is None:
+        limit = rules.limit
+        tool = current.tool
+        counted = state.tools[tool]
+        if counted.count < limit:
+            return None  # its signature cannot be more frequent than its tool
+        waiting = counted.waiting
+        buckets = state.buckets
+        if waiting:
+            # The tool is frequent: its waiting calls are sorted by fingerprint, oldest first. A loop's calls often
+            # repeat the same raw text, whose fingerprint is taken once.
+            bucket_of = self._bucket
+            last_raw: str | None = None
+            key: tuple[str, Any] = (tool, None)
+            while waiting:
+                call = waiting.popleft()
+                raw = call.raw
+                if raw is None or raw != last_raw:
+                    key = (tool, bucket_of(call))
+                    last_raw = raw
+                call.bucket = key
+                held = buckets.get(key)
+                if held is None:
+                    buckets[key] = call
+                elif isinstance(held, _Count):
+                    held.count += 1
+                    held.waiting.append(call)
+                else:
+                    buckets[key] = _Count(2, deque((held, call)))
+        bucket = current.bucket
+        held = buckets[bucket]
+        if isinstance(held, _Count):
+            fingerprint = held
+            if fingerprint.count < limit:
+                return None  # nor more frequent than its fingerprint
+        elif limit > 1:
+            return None  # the only call with its fingerprint
+        else:
+            fingerprint = buckets[bucket] = _Count(1, deque((current,)))
+        groups = state.groups
+        waiting = fingerprint.waiting
+        if waiting:
+            canonical = self._canonical
+            target = current.group or (tool, canonical(current))
+            group = groups.get(target)
+            _settle(waiting, target, 0 if group is None else len(group.calls), limit, current,
+                    lambda call: (tool, canonical(call)), _to_group, state)
+            if current.group is None:
+                return None  # too few of the fingerprint's calls can share its signature
+        group = groups[current.group]
+        same = group.calls
+        if len(same) < limit:
             return None
+        one_evidence = self._signatures.one_evidence
         return Repetition(
             RULE_FREQUENCY, None, len(same), same[0].index, current,
-            incomplete=any(c.incomplete for c in same),
+            incomplete=group.incomplete > 0,
             retry_applies=True,
-            permanent=all(c.permanent for c in same),
-            unchanged=lambda: self._signatures.one_evidence(same),
+            permanent=group.not_permanent == 0,
+            unchanged=lambda: one_evidence(same),
         )
 
-    def same_calls(self, calls: deque[Call], current: Call, possible: int) -> list[Call] | None:
-        """The window's calls with ``current``'s signature when at least its tool's frequency limit, else None.
 
-        Args:
-            possible: calls of ``current``'s tool in the window (an upper bound on the answer's length).
-        """
-        signatures = self._signatures
-        tool = current.tool
-        limit = current.rules.limit
-        same = []
-        raw = current.raw
-        canon = current.canon
-        differ = signatures.differ
-        canonical = signatures.canonical
-        for c in calls:
-            if c.tool == tool:
-                if c is current or (raw is not None and c.raw == raw):
-                    same.append(c)
-                    continue
-                other = c.canon
-                if other is None and canon is None and differ(current, c):
-                    equal = False
-                else:
-                    if other is None:
-                        other = canonical(c)
-                    if canon is None:
-                        canon = canonical(current)
-                    equal = other == canon
-                if equal:
-                    same.append(c)
-                else:
-                    # Stop as soon as too few calls can still share the signature.
-                    possible -= 1
-                    if possible < limit:
-                        return None
-        return same if len(same) >= limit else None
+def _forget(state: FrequencyState, call: Call, key: Any) -> None:
+    """Uncount a call sorted by fingerprint (key ``key``) that left the window."""
+    buckets = state.buckets
+    fingerprint = buckets[key]
+    assert isinstance(fingerprint, _Count)  # a lone call is uncounted by the caller
+    fingerprint.count -= 1
+    group_key = call.group
+    if group_key is None:
+        fingerprint.waiting.popleft()
+    else:
+        group = state.groups[group_key]
+        group.calls.popleft()
+        if call.incomplete:
+            group.incomplete -= 1
+        if not call.permanent:
+            group.not_permanent -= 1
+        if not group.calls:
+            del state.groups[group_key]
+    if not fingerprint.count:
+        del buckets[key]
+
+
+def _to_group(state: FrequencyState, call: Call, key: Any) -> None:
+    call.group = key
+    group = state.groups.get(key)
+    if group is None:
+        group = state.groups[key] = _Group()
+    group.calls.append(call)
+    if call.incomplete:
+        group.incomplete += 1
+    if not call.permanent:
+        group.not_permanent += 1
+
+
+def _settle(waiting: deque[Call], target: Any, known: int, limit: int, current: Call,
+            key_of: Callable[[Call], Any], place: Callable[[FrequencyState, Call, Any], None],
+            state: FrequencyState) -> None:
+    """Move waiting calls (oldest first, ``current`` last) one level down until it is settled whether ``current``'s
+    key (``target``) can hold ``limit`` calls: all of them when it can, else up to the point where too few can (the
+    rest stay, in order, ``current`` among them).
+
+    Args:
+        known: calls already at the lower level with key ``target``.
+    """
+    possible = known + len(waiting)
+    if possible < limit:
+        return
+    while waiting:
+        call = waiting.popleft()
+        key = target if call is current else key_of(call)
+        place(state, call, key)
+        if key != target:
+            possible -= 1
+            if possible < limit:
+                return

@@ -13,14 +13,13 @@ fix, such as a permission or a not-found error), which go stuck at once.
 >>> ladder = Ladder(hysteresis=2, stop_after=1, max_nudges=1, max_steps=200)
 >>> state = ladder.new_state(Verdict("working", "none", -1))
 >>> stuck = Verdict("stuck", "period", 5, period=1, repetitions=3, cycle_start=3, tool="search")
->>> ladder.conclude(state, stuck, 5, new_call=True, permanent=False)[0].kind  # once: held back
+>>> ladder.conclude(state, stuck, 5, True, False).kind  # once: held back
 'working'
 >>> stuck_again = Verdict("stuck", "period", 6, period=1, repetitions=4, cycle_start=3, tool="search")
->>> verdict, transition, nudge = ladder.conclude(state, stuck_again, 6, new_call=True, permanent=False)
->>> verdict.kind, nudge.action
-('stuck', 'nudge')
->>> ladder.conclude(state, stuck_again, 7, new_call=True, permanent=False)[2].action
-'stop'
+>>> ladder.conclude(state, stuck_again, 6, True, False).kind, state.transition.previous, state.last.action
+('stuck', 'working', 'nudge')
+>>> ladder.conclude(state, stuck_again, 7, True, False).kind, state.transition, state.last.action
+('stuck', None, 'stop')
 """
 
 from __future__ import annotations
@@ -40,12 +39,14 @@ class LadderState:
     """One trace's place on the ladder: its verdict, transitions, hysteresis streak, nudges and stop."""
 
     __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "nudges", "step_limit_hit", "stop",
-                 "stuck_cycle", "stuck_streak", "transition_count", "transitions", "verdict")
+                 "stuck_cycle", "stuck_streak", "transition", "transition_count", "transitions", "verdict")
 
     def __init__(self, verdict: Verdict) -> None:
         self.verdict = verdict
         self.transitions: deque[Transition] = deque(maxlen=MAX_TRANSITIONS)
         self.transition_count = 0
+        # The transition and the intervention (nudge or stop) the latest verdict caused, if any.
+        self.transition: Transition | None = None
         # Hysteresis: how many times in a row the cycle ``stuck_cycle`` was judged stuck.
         self.stuck_streak = 0
         self.stuck_cycle: tuple[Any, ...] | None = None
@@ -80,20 +81,19 @@ class Ladder:
         """The ladder state of a new trace, whose verdict is ``verdict``."""
         return LadderState(verdict)
 
-    def conclude(self, state: LadderState, verdict: Verdict, index: int, *, new_call: bool,
-                 permanent: bool) -> tuple[Verdict, Transition | None, Intervention | None]:
+    def conclude(self, state: LadderState, verdict: Verdict, index: int, new_call: bool, permanent: bool) -> Verdict:
         """Apply a verdict reached after call ``index``.
 
         Args:
-            state: the trace's ladder state.
+            state: the trace's ladder state; its ``transition`` and ``last`` are set to the transition and the
+                intervention the verdict caused (None when it caused none).
             verdict: the decision order's verdict.
             index: the trace's latest call.
             new_call: the verdict follows a new call (False when a trace is judged again at a later time).
             permanent: the verdict is a stuck cycle of permanent failures, which hysteresis never delays.
 
         Returns:
-            The verdict the trace now has (hysteresis may keep the previous one), the transition and the
-            intervention it caused, if any.
+            The verdict the trace now has (hysteresis may keep the previous one).
         """
         previous = state.verdict
         kind = verdict.kind
@@ -108,22 +108,22 @@ class Ladder:
         elif state.stuck_cycle is not None or state.stuck_streak:
             state.stuck_streak, state.stuck_cycle = 0, None
 
-        transition = None
         if kind != previous.kind:
-            transition = Transition(index, previous.kind, verdict)
+            transition = state.transition = Transition(index, previous.kind, verdict)
             state.transitions.append(transition)
             state.transition_count += 1
+        else:
+            state.transition = None
         state.verdict = verdict
 
         if state.stop is None and (kind == STUCK or state.episode_nudged or index >= self._max_steps):
-            intervention = self._intervene(state, verdict, index, new_call)
+            self._intervene(state, verdict, index, new_call)
         else:
             # Nothing to nudge or stop: a verdict that is not stuck ends the episode.
             state.last = None
-            intervention = None
             if state.stop is None:
                 state.after_nudge = 0
-        return verdict, transition, intervention
+        return verdict
 
     def _intervene(self, state: LadderState, verdict: Verdict, index: int, new_call: bool) -> Intervention | None:
         state.last = None

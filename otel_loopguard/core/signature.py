@@ -205,6 +205,10 @@ class Canonicalizer:
         except (RecursionError, ValueError, TypeError):
             return "#" + _digest(repr(value)[: self._max_bytes])
 
+    def cached(self, text: str, ignore: frozenset[str] = frozenset()) -> str | None:
+        """The canonical text of the string ``text`` if it is in the cache (canonicalised lately), else None."""
+        return self._cache.get((text, ignore))
+
     def _canonical_text(self, text: str, ignore: frozenset[str]) -> str:
         if len(text) > self._max_bytes:
             # Parsing a huge argument costs the host; its digest still compares equal
@@ -380,16 +384,16 @@ def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Call
     if kept.keys() >= value.keys():
         # Every key is known to stay: the plain members are picked in C, without a Python step per member.
         return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
-    gone = set()
+    gone = []
     for key in value:
         if key not in kept:
             if dropped(key):
-                gone.add(key)
+                gone.append(key)
             else:
                 kept.put(key, None)
-    return hash(frozenset([
-        (key, member) for key, member in value.items() if member.__class__ in _PLAIN_SCALARS and key not in gone
-    ]))
+    for key in gone:  # the decoder's own fresh dict: dropping in place is safe
+        del value[key]
+    return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
 
 
 class Normalizer:
@@ -443,6 +447,10 @@ class Normalizer:
     def arguments(self, tool: str) -> tuple[Any, frozenset[str]]:
         """The canonicaliser's ``canonical`` function and ``tool``'s ignore set, for callers that canonicalise later."""
         return self._canon.canonical, self._ignore.get(tool, frozenset())
+
+    def cached_arguments(self) -> Callable[[str, frozenset[str]], str | None]:
+        """The canonicaliser's cache look-up: the canonical text of an argument string canonicalised lately, or None."""
+        return self._canon.cached
 
 
 def make_normalizer(volatile_keys: frozenset[str], max_bytes: int, tools: dict[str, Any]) -> Normalizer:

@@ -11,8 +11,10 @@ holds at most ``LAZY_MAX_CHARS`` per call and field.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from msgspec import Struct
 
 from .cache import BoundedCache
 from .config import RetryPolicy
@@ -26,6 +28,8 @@ __all__ = ["LAZY_MAX_CHARS", "Call", "Repetition", "Signatures", "ToolRules", "W
 LAZY_MAX_CHARS = 512
 # Evidence of a call whose result is still raw (in ``Call.res``): digested on first comparison.
 PENDING = "\x00pending"
+# Texts with more brackets than this take the canonicaliser's depth-checked path (signature._MAX_DEPTH).
+_MAX_BRACKETS = 64
 
 
 class ToolRules:
@@ -52,92 +56,60 @@ class ToolRules:
         self.kept, self.dropped = key_rules
 
 
-class Call:
-    """One call in a trace's window (a slotted class: this is the hot path).
+class Call(Struct, gc=False):
+    """One call in a trace's window (a mutable struct built in C: this is the hot path).
+
+    Not tracked by the garbage collector: nothing it holds refers back to it (the frequency detector's places are
+    keys, not objects).
 
     Attributes:
         index: 0-based index of the call in its trace.
         tool: the tool name.
         rules: the tool's settings.
         raw: short argument text not canonicalised yet, else None.
-        shape: the fingerprint of ``raw``: None when not computed yet, False when ``raw`` is not a JSON object.
         canon: the canonical arguments, once computed (at once for anything but a short string).
         res: a short result not digested yet, else None.
         evidence: ``failed``, ``p:<progress>``, ``r:<digest>``, None (missing) or :data:`PENDING` (``res`` holds it).
         incomplete: arguments not captured or no progress evidence.
-        permanent: the call failed with an error class that retrying cannot fix.
         error: the error class, when the call failed.
+        permanent: the call failed with an error class that retrying cannot fix.
         start, end: the call's times.
+        shape: the fingerprint of the arguments (of ``raw``, else of ``canon``): None when not computed yet, False when
+            they are not a JSON object.
+        bucket, group: where the frequency detector counts the call (by fingerprint, by signature), once it does.
     """
 
-    __slots__ = (
-        "canon",
-        "end",
-        "error",
-        "evidence",
-        "incomplete",
-        "index",
-        "permanent",
-        "raw",
-        "res",
-        "rules",
-        "shape",
-        "start",
-        "tool",
-    )
-
-    def __init__(self, index: int, tool: str, rules: ToolRules, raw: str | None, canon: str | None, res: Any,
-                 evidence: str | None, error: str | None, permanent: bool, start: float | None,
-                 end: float | None) -> None:
-        self.index = index
-        self.tool = tool
-        self.rules = rules
-        self.raw = raw
-        self.shape: int | bool | None = None
-        self.canon = canon
-        self.res = res
-        self.evidence = evidence
-        self.incomplete = canon is UNKNOWN or evidence is None
-        self.error = error
-        self.permanent = permanent
-        self.start = start
-        self.end = end
+    index: int
+    tool: str
+    rules: ToolRules
+    raw: str | None
+    canon: str | None
+    res: Any
+    evidence: str | None
+    incomplete: bool
+    error: str | None
+    permanent: bool
+    start: float | None
+    end: float | None
+    shape: int | bool | None = None
+    bucket: Any = None
+    group: Any = None
 
 
 class Window:
-    """The last ``size`` calls of one trace, calls per tool among them, and where the last incomplete call was.
+    """The last ``size`` calls of one trace, and where the last incomplete and the last non-permanent call were.
 
-    Per-trace state, held by :class:`~.engine.TraceState`.
+    Per-trace state, held by :class:`~.engine.TraceState`; the engine appends each call (the oldest leaves a full
+    window) and hands the one that left to the frequency detector.
     """
 
-    __slots__ = ("calls", "last_incomplete", "last_not_permanent", "tool_counts")
+    __slots__ = ("calls", "last_incomplete", "last_not_permanent")
 
     def __init__(self, size: int) -> None:
         self.calls: deque[Call] = deque(maxlen=size)
-        # Calls per tool in the window: a signature cannot repeat more often than its tool.
-        self.tool_counts: dict[str, int] = {}
         # Index of the last call without complete evidence, and of the last call that was not a permanent failure.
         self.last_incomplete = -(10**9)
         self.last_not_permanent = -(10**9)
-
-    def push(self, call: Call) -> int:
-        """Append ``call`` (the oldest leaves a full window); returns the calls of its tool now in the window."""
-        calls = self.calls
-        counts = self.tool_counts
-        if len(calls) == calls.maxlen:
-            old = calls[0].tool
-            left = counts[old] - 1
-            if left:
-                counts[old] = left
-            else:
-                del counts[old]
-        calls.append(call)
-        if call.incomplete:
-            self.last_incomplete = call.index
-        if not call.permanent:
-            self.last_not_permanent = call.index
-        count = counts[call.tool] = counts.get(call.tool, 0) + 1
-        return count
 
 
 class Repetition:
@@ -200,6 +172,7 @@ class Signatures:
     def __init__(self, normalizer: Normalizer, max_parse: int, is_permanent: Callable[[str], bool]) -> None:
         self._normalizer = normalizer
         self._canonicalize = canonicalize = normalizer.arguments("")[0]
+        cached = normalizer.cached_arguments()
         self._result_evidence = result_evidence = normalizer.result_evidence
         self._is_permanent = is_permanent
 
@@ -211,23 +184,64 @@ class Signatures:
             return canon
 
         def shape_of(call: Call) -> int | bool:
+            # The fingerprint of the raw text while the call holds it, else of its canonical text; False when there
+            # is none (not an object, or too long to parse here). Either is the fingerprint of the canonical text
+            # when that is an object (a text too deeply nested for the canonicaliser has a digest instead), so
+            # calls compare whichever form they hold.
             shape = call.shape
             if shape is None:
-                raw: str = call.raw  # type: ignore[assignment]
+                raw = call.raw
+                if raw is not None:
+                    text, parse = raw, True
+                else:
+                    text = call.canon or ""
+                    # A canonical text holds an object only when it starts with "{" (not a digest, a scalar, an
+                    # array or the unknown marker): the rest are not parsed at all.
+                    parse = text[:1] == "{"
                 # Text over the configured limit is never parsed; its canonical form is a digest of the text.
                 rules = call.rules
-                shape = argument_fingerprint(raw, rules.kept, rules.dropped) if len(raw) <= max_parse else None
+                shape = (argument_fingerprint(text, rules.kept, rules.dropped) if parse and len(text) <= max_parse
+                         else None)
                 shape = call.shape = False if shape is None else shape
             return shape
 
         def differ(a: Call, b: Call) -> bool:
             # Surely different signatures, told without canonical texts: two calls of one tool usually differ in a
             # plain top-level argument (a query, an id, a page number), which their fingerprints see.
-            sa = shape_of(a)
+            sa = a.shape
+            if sa is None:
+                sa = shape_of(a)
             if sa is False:
                 return False
-            sb = shape_of(b)
+            sb = b.shape
+            if sb is None:
+                sb = shape_of(b)
             return sb is not False and sa != sb
+
+        def same_signature(a: Call, b: Call) -> bool:
+            ca, cb = a.canon, b.canon
+            if ca is not None and cb is not None:
+                return ca == cb
+            raw = a.raw
+            # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
+            if raw is not None and raw == b.raw:
+                return True
+            if ca is None and cb is None:
+                if differ(a, b):
+                    return False
+                return canonical(a) == canonical(b)
+            # One canonical, one raw: a loop's raw text is usually in the canonicaliser's cache (taken at no cost);
+            # otherwise fingerprints, taken from either form, tell most calls apart without the raw one's canonical
+            # text (a canonical call would else make every later call of its tool canonical too).
+            known, other = (a, b) if ca is not None else (b, a)
+            text: str = other.raw  # type: ignore[assignment]
+            hit = cached(text, other.rules.ignore)
+            if hit is not None:
+                other.canon, other.raw = hit, None
+                return hit == known.canon
+            if differ(known, other):
+                return False
+            return known.canon == canonical(other)
 
         def evidence(call: Call) -> str | None:
             value = call.evidence
@@ -236,9 +250,50 @@ class Signatures:
                 call.res = None
             return value
 
+        def same_evidence(a: Call, b: Call) -> bool:
+            if a.evidence is PENDING and b.evidence is PENDING and a.res == b.res:
+                return True
+            return evidence(a) == evidence(b)
+
+        def bucket(call: Call) -> int | str:
+            # The fingerprint of the canonical arguments when they are a JSON object msgspec reads, else the
+            # canonical text itself. The call's shape is that fingerprint (no text is built) when it was taken from
+            # a canonical object, or from a raw text the canonicaliser reads with msgspec (at most 64 brackets);
+            # else the canonical text is parsed, whatever its length.
+            shape = call.shape
+            if shape is None:
+                shape = shape_of(call)
+            if shape is not False:
+                raw = call.raw
+                if raw is None:
+                    if call.canon[:1] == "{":  # type: ignore[index]
+                        return shape
+                elif len(raw) <= 2 * _MAX_BRACKETS or raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
+                    # (a text msgspec read closes every bracket it opens, so one of at most 128 characters nests at
+                    # most 64 deep: its canonical text is an object, whichever path the canonicaliser takes)
+                    return shape
+            canon = canonical(call)
+            if canon[:1] == "{":
+                rules = call.rules
+                fingerprint = argument_fingerprint(canon, rules.kept, rules.dropped)
+                if fingerprint is not None:
+                    return fingerprint
+            return canon
+
+        #: The canonical arguments of a call (computed once, then kept instead of the raw text).
         self.canonical = canonical
+        #: Whether two calls of one tool surely have different signatures, told by their fingerprints.
         self.differ = differ
+        #: Whether two calls of one tool have equal canonical arguments.
+        self.same_signature = same_signature
+        #: The evidence of a call (a pending result digested once).
         self.evidence = evidence
+        #: Whether two calls' evidence is equal.
+        self.same_evidence = same_evidence
+        #: A value that equal signatures of one tool share (unequal ones mostly not): the frequency rule's first
+        #: sort (an int fingerprint, or the canonical text when the arguments are not a JSON object).
+        self.bucket = bucket
+        self._shape_of = shape_of
 
     def call(self, index: int, call: ToolCall, rules: ToolRules) -> Call:
         """The window's record of ``call``: short argument and result strings kept raw, the rest reduced now."""
@@ -274,30 +329,10 @@ class Signatures:
                     evidence, res = self._result_evidence(res), None
             else:
                 evidence, res = self._result_evidence(res), None
-        return Call(index, call.tool, rules, raw, canon, res, evidence, error, permanent, call.start, call.end)
+        return Call(index, call.tool, rules, raw, canon, res, evidence, canon is UNKNOWN or evidence is None, error,
+                    permanent, call.start, call.end)
 
-    def same_signature(self, a: Call, b: Call) -> bool:
-        """Whether two calls of one tool have equal canonical arguments."""
-        ca, cb = a.canon, b.canon
-        if ca is not None and cb is not None:
-            return ca == cb
-        raw = a.raw
-        # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
-        if raw is not None and raw == b.raw:
-            return True
-        if ca is None and cb is None and self.differ(a, b):
-            return False
-        canonical = self.canonical
-        return (ca if ca is not None else canonical(a)) == (cb if cb is not None else canonical(b))
-
-    def same_evidence(self, a: Call, b: Call) -> bool:
-        """Whether two calls' evidence is equal."""
-        if a.evidence is PENDING and b.evidence is PENDING and a.res == b.res:
-            return True
-        evidence = self.evidence
-        return evidence(a) == evidence(b)
-
-    def one_evidence(self, calls: list[Call]) -> bool:
+    def one_evidence(self, calls: Iterable[Call]) -> bool:
         """Whether the calls' evidence, failures aside, takes at most one value."""
         raws: set[Any] = set()
         done: set[str | None] = set()

@@ -1,4 +1,4 @@
-"""Benchmark: per-call cost of LoopEngine.observe against seed 003's naive sliding-window counter.
+"""Benchmark: per-call cost of LoopEngine.observe against a naive sliding-window counter.
 
 Run it as a script (pytest does not collect it):
 
@@ -41,7 +41,7 @@ from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
 
-WINDOW, LIMIT = 10, 3  # seed 003's window and limit, also the engine's defaults
+WINDOW, LIMIT = 10, 3  # the naive counter's window and limit, also the engine's defaults
 clock = time.thread_time_ns  # CPU time of this thread: scheduler noise stays out
 
 
@@ -49,11 +49,11 @@ def _pad(rng: random.Random, n: int) -> str:
     return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(n))
 
 
-def _args(rng: random.Random, tool: str, i: int, *, volatile: bool, seed: int = 0) -> str:
+def _args(rng: random.Random, tool: str, i: int, *, volatile: bool, base: int = 0) -> str:
     """A ~200-byte JSON argument string the way a span carries it."""
     doc: dict[str, Any] = {
-        "query": f"{tool} item {seed}-{i} " + _pad(random.Random(seed * 7919 + i), 40),
-        "filters": {"lang": "en", "since": "2025-01-01", "tags": ["docs", "api", f"t{seed % 7}"]},
+        "query": f"{tool} item {base}-{i} " + _pad(random.Random(base * 7919 + i), 40),
+        "filters": {"lang": "en", "since": "2025-01-01", "tags": ["docs", "api", f"t{base % 7}"]},
         "limit": 50,
         "include_snippets": True,
     }
@@ -62,8 +62,8 @@ def _args(rng: random.Random, tool: str, i: int, *, volatile: bool, seed: int = 
     return json.dumps(doc)
 
 
-def _result(i: int, seed: int) -> str:
-    return json.dumps({"rows": [f"row-{seed}-{i}-{k}" for k in range(6)], "total": 50 + i, "next": f"c{i + 1}"})
+def _result(i: int, base: int) -> str:
+    return json.dumps({"rows": [f"row-{base}-{i}-{k}" for k in range(6)], "total": 50 + i, "next": f"c{i + 1}"})
 
 
 def make_trace(rng: random.Random, t: int, length: int) -> list[ToolCall]:
@@ -74,15 +74,15 @@ def make_trace(rng: random.Random, t: int, length: int) -> list[ToolCall]:
     for i in range(length):
         if kind == "healthy":
             tool = rng.choice(["search", "read_file", "edit_file", "run_tests"])
-            raw, res = _args(rng, tool, i, volatile=volatile, seed=t), _result(i, t)
+            raw, res = _args(rng, tool, i, volatile=volatile, base=t), _result(i, t)
         elif kind == "loop":
             # A healthy start, then the same call over and over.
             tool = "search"
             j = i if i < 5 else 5
-            raw, res = _args(rng, tool, j, volatile=volatile, seed=t), _result(j, t)
+            raw, res = _args(rng, tool, j, volatile=volatile, base=t), _result(j, t)
         elif kind == "ping_pong":
             tool = "search" if i % 2 == 0 else "read_file"
-            raw, res = _args(rng, tool, i % 2, volatile=volatile, seed=t), _result(i % 2, t)
+            raw, res = _args(rng, tool, i % 2, volatile=volatile, base=t), _result(i % 2, t)
         else:
             tool = "list_products"
             raw = json.dumps({"cursor": f"c{i}", "limit": 50, "fields": ["id", "name", "price", "stock"],
@@ -112,9 +112,9 @@ def make_one_tool_trace(rng: random.Random, t: int, length: int) -> list[ToolCal
     return calls
 
 
-def workload(n_calls: int, seed: int = 1, one_tool: bool = False) -> list[tuple[int, ToolCall]]:
+def workload(n_calls: int, base: int = 1, one_tool: bool = False) -> list[tuple[int, ToolCall]]:
     """``n_calls`` (trace id, call) pairs from many traces, interleaved like concurrent agents."""
-    rng = random.Random(seed)
+    rng = random.Random(base)
     traces: list[list[ToolCall]] = []
     total = 0
     make = make_one_tool_trace if one_tool else make_trace
@@ -163,12 +163,12 @@ def make_engine_variant() -> Callable[[list[tuple[int, ToolCall]]], int]:
 
 
 def fingerprint(tool: str, args: dict[str, Any]) -> str:
-    """Seed 003's fingerprint: tool name plus the arguments as sorted JSON."""
+    """The naive fingerprint: tool name plus the arguments as sorted JSON."""
     return tool + ":" + json.dumps(args, sort_keys=True)
 
 
 def make_naive_variant(parse: bool = True) -> Callable[[list[tuple[int, ToolCall]]], int]:
-    """Seed 003's watcher made incremental per trace: rebuild the recent list and Counter it on every call.
+    """A naive watcher made incremental per trace: rebuild the recent list and Counter it on every call.
 
     With ``parse`` the raw JSON string is parsed on every call (the same input the engine gets);
     without it the argument dicts are parsed beforehand, outside the timing.
@@ -216,8 +216,8 @@ def signature_costs(n: int, chunk: int) -> dict[str, list[float]]:
     """Per-call ns of a signature for one repeated raw string versus always-fresh strings."""
     rng = random.Random(7)
     repeated_engine, fresh_engine = LoopEngine(), LoopEngine()
-    repeated_call = ToolCall("search", _args(rng, "search", 0, volatile=False, seed=1))
-    fresh_calls = [ToolCall("search", _args(rng, "search", i, volatile=True, seed=2)) for i in range(n)]
+    repeated_call = ToolCall("search", _args(rng, "search", 0, volatile=False, base=1))
+    fresh_calls = [ToolCall("search", _args(rng, "search", i, volatile=True, base=2)) for i in range(n)]
     times: dict[str, list[float]] = {"repeated": [], "fresh": []}
     sig_rep, sig_fresh = repeated_engine.signature, fresh_engine.signature
     for c, begin in enumerate(range(0, n, chunk)):
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {len({tr for tr, _ in stream})} traces")
         print(f"{'measurement':<44}{'µs/call':>10}{'ratio':>9}  {'range':<12}{'target':>8}")
         print("-" * 90)
-        print(f"{'naive seed-003 counter on JSON strings':<44}{med['naive']:>10.2f}")
-        print(f"{'naive seed-003 counter on pre-parsed dicts':<44}{med['naive_preparsed']:>10.2f}")
+        print(f"{'naive counter on JSON strings':<44}{med['naive']:>10.2f}")
+        print(f"{'naive counter on pre-parsed dicts':<44}{med['naive_preparsed']:>10.2f}")
         print(f"{'LoopEngine.observe':<44}{med['engine']:>10.2f}{ratio:>9.2f}  "
               f"{f'{min(ratios):.2f}-{max(ratios):.2f}':<12}{'<= 1.0':>8}  {'ok' if ratio <= 1.0 else 'MISSED'}"
               f"  ({len(ratios)} chunks)")

@@ -5,7 +5,9 @@ engine with the straightforward one call by call. Do not optimise this file. Cha
 behaviour made in both engines on purpose:
 
 * hysteresis never delays a stuck cycle in which every call failed with a permanent error class (one that
-  retrying cannot fix); the reference keeps every call's flag and looks at the cycles' calls directly.
+  retrying cannot fix); the reference keeps every call's flag and looks at the cycles' calls directly;
+* signatures and evidence come from its own canonicaliser (``_canonical_reference.py``, the standard library
+  only), not from the production normaliser, so a normaliser bug shows up as a difference.
 
 Original module docstring: the verdict engine: per-trace state, incremental detectors and the progress-aware decision order.
 
@@ -44,7 +46,27 @@ from otel_loopguard.core.model import (
     Transition,
     Verdict,
 )
-from otel_loopguard.core.signature import FAILED, ActionSignature, keyed_digest, make_normalizer
+from tests.core._canonical_reference import FAILED, UNKNOWN, ReferenceCanonicalizer, keyed
+
+NORMALIZER_VERSION = "loopguard-norm/1"
+
+
+class _Signature:
+    """A call's tool and canonical arguments (UNKNOWN when not captured)."""
+
+    __slots__ = ("canonical", "tool")
+
+    def __init__(self, tool: str, canonical: str) -> None:
+        self.tool = tool
+        self.canonical = canonical
+
+    @property
+    def known(self) -> bool:
+        return self.canonical != UNKNOWN
+
+    @property
+    def key(self) -> str:
+        return self.tool + "\x1f" + self.canonical
 
 # Kept per trace so a flapping trace cannot grow without bound.
 MAX_TRANSITIONS = 1000
@@ -159,8 +181,8 @@ class ReferenceEngine:
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         self.config = config or LoopGuardConfig()
         cfg = self.config
-        self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
-        self.normalizer_version = self.normalizer.version
+        self.canonicalizer = ReferenceCanonicalizer(cfg.volatile_keys, cfg.max_argument_bytes)
+        self.normalizer_version = NORMALIZER_VERSION
         self._key = cfg.digest_key
         self._digests: dict[str, str] = {}
 
@@ -170,15 +192,20 @@ class ReferenceEngine:
         """A fresh state for a new trace."""
         return ReferenceState(self.config.window, self.config.max_period, self.normalizer_version)
 
-    def signature(self, call: ToolCall) -> ActionSignature:
+    def signature(self, call: ToolCall) -> _Signature:
         """The action signature of ``call``."""
-        return self.normalizer.signature(call.tool, call.arguments, call.arguments_captured)
+        if not call.arguments_captured:
+            return _Signature(call.tool, UNKNOWN)
+        settings = self.config.tools.get(call.tool)
+        ignore = settings.ignore_args if settings else frozenset()
+        return _Signature(call.tool, self.canonicalizer.canonical({} if call.arguments is None else call.arguments,
+                                                                  ignore))
 
     def digest(self, key: str) -> str:
         """The keyed digest of a signature key (cached: loops repeat the same few)."""
         hit = self._digests.get(key)
         if hit is None:
-            hit = keyed_digest(self._key, key)
+            hit = keyed(self._key, key)
             if len(self._digests) >= 4096:
                 self._digests.clear()
             self._digests[key] = hit
@@ -199,9 +226,9 @@ class ReferenceEngine:
         cfg = self.config
         if now is None:
             now = call.end if call.end is not None else call.start
-        sig = self.normalizer.signature(call.tool, call.arguments, call.arguments_captured)
+        sig = self.signature(call)
         key = sig.key
-        evidence = self.normalizer.evidence(
+        evidence = self.canonicalizer.evidence(
             error=call.error, progress=call.progress, result=call.result, result_captured=call.result_captured
         )
         settings = cfg.tools.get(call.tool)
@@ -389,7 +416,7 @@ class ReferenceEngine:
 
     # -- transitions, hysteresis, interventions -----------------------------
 
-    def _conclude(self, state: ReferenceState, verdict: Verdict, sig: ActionSignature | None) -> Observation:
+    def _conclude(self, state: ReferenceState, verdict: Verdict, sig: _Signature | None) -> Observation:
         cfg = self.config
         previous = state.verdict
         if verdict.kind == STUCK and previous.kind != STUCK and cfg.hysteresis > 1 and not state.permanent_cycle:
@@ -416,7 +443,7 @@ class ReferenceEngine:
         digest = self.digest(sig.key) if sig is not None and (transition or intervention) else None
         return Observation(verdict.step, verdict, transition, intervention, digest)
 
-    def _intervene(self, state: ReferenceState, verdict: Verdict, sig: ActionSignature | None) -> Intervention | None:
+    def _intervene(self, state: ReferenceState, verdict: Verdict, sig: _Signature | None) -> Intervention | None:
         cfg = self.config
         state.last_intervention = None
         if state.stop is not None:

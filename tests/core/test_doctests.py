@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["period", "retry", "lease", "ladder", "cache"])
+@pytest.mark.parametrize("module", ["period", "frequency", "retry", "lease", "ladder", "cache"])
 def test_module_examples(module: str) -> None:
     """Every example in the module's docstrings passes (and there is at least one)."""
     result = doctest.testmod(importlib.import_module(f"otel_loopguard.core.{module}"))

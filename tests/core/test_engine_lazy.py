@@ -220,3 +220,35 @@ def test_unchanged_verdict_is_reused_and_observation_carries_the_call_index() ->
     assert all(o.verdict is obs[0].verdict for o in obs)
     assert (obs[-1].verdict.kind, obs[-1].verdict.rule) == ("working", "none")
     assert all(o.transition is None and o.intervention is None and o.signature_digest is None for o in obs)
+
+
+FREQUENCY_CONFIGS = [
+    LoopGuardConfig(signature_key=b"k" * 16, window=30, max_period=2, frequency_limit=4),
+    LoopGuardConfig(signature_key=b"k" * 16, window=12, max_period=1, min_repetitions=2, frequency_limit=2,
+                    tools={"read": ToolSettings(frequency_limit=6), "fetch": ToolSettings(exempt=True)}),
+]
+
+
+@st.composite
+def frequency_calls(draw: st.DrawFn) -> tuple[ToolCall, float | None, bool]:
+    """Calls of few tools whose arguments are mostly one of a few queries, each spelt several ways (volatile ids,
+    key order, a float, a dict), and otherwise one of the colliding ARGS."""
+    call, now, again = draw(calls())
+    if draw(st.integers(0, 2)):
+        n = draw(st.integers(0, 6))
+        args = draw(st.sampled_from([f'{{"q": {n}, "request_id": "r"}}', f'{{"request_id": "s", "q": {n}}}',
+                                     f'{{"q": {n}.0}}', {"q": n}]))
+        call = ToolCall(call.tool, args, result=call.result, result_captured=call.result_captured, error=call.error,
+                        start=call.start, end=call.end)
+    return call, now, again
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(FREQUENCY_CONFIGS))), st.lists(frequency_calls(), min_size=1, max_size=80))
+def test_frequency_counts_match_the_reference_in_large_windows(config_index: int,
+                                                               sequence: list[tuple[ToolCall, float | None, bool]]
+                                                               ) -> None:
+    """With windows up to 30 calls, per-tool limits and exempt tools, the counting frequency rule gives the
+    reference's verdicts (which scans the window) call by call."""
+    config = FREQUENCY_CONFIGS[config_index]
+    assert _replay(LoopEngine(config), sequence) == _replay(ReferenceEngine(config), sequence)
