@@ -413,9 +413,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if a:
                 # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
                 attrs = _plain(b if b is not None else span.attributes)
-                role = self._extractor.span_role(attrs, span.name)
+                name = span.name
+                role = self._extractor.span_role(attrs, name)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs)
+                    self._tool_ended(span, attrs, name)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -571,14 +572,19 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Where a span event goes (caller holds the record's lock); the record learns its root on first use, and
         its agent spans whose attributes arrived after their start."""
         if self._late_agents.refs:
-            late = self._late_agents.pop(trace_id)
-            if late:
-                self._promote(record, late)
+            self._learn_agents(trace_id, record)
         if record.root is None:
             root = self._roots.get(trace_id)
             if root is not None:
                 record.root = weakref.ref(root)
         return record.target()
+
+    def _learn_agents(self, trace_id: int, record: _Trace) -> None:
+        """The trace's spans named like agent spans that started without attributes: those that carry an agent
+        convention's attributes now become its open agents (caller holds the record's lock)."""
+        late = self._late_agents.pop(trace_id)
+        if late:
+            self._promote(record, late)
 
     def _promote(self, record: _Trace, late: list[Span]) -> None:
         """Agent spans that carry an agent convention's attributes now become the record's open agents (outer
@@ -627,7 +633,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._tool_counts = {}
             self._emitter.count_tool_calls(counts)
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str) -> None:
+        # Every span property is read once (each is a Python call); the call is read before the trace's lock is
+        # taken, and the trace's bookkeeping and its judging share one hold of that lock.
         ctx = span.context
         trace_id = ctx.trace_id
         span_id = ctx.span_id
@@ -635,7 +643,26 @@ class LoopGuardSpanProcessor(SpanProcessor):
         start = span.start_time
         end = span.end_time
         now = end * 1e-9 if end else time.time()
+        status = span.status
+        error = status.status_code is StatusCode.ERROR
+        extractor = self._extractor
+        call = extractor.tool_call(
+            attrs,
+            span_name=name,
+            start_ns=start,
+            end_ns=end,
+            status_error=error,
+            status_message=status.description if error else None,
+            # Read only when the convention keeps content in events or the call failed (``span.events`` copies).
+            events=_events(span),
+        )
+        arguments_captured = call.arguments_captured
+        result_captured = call.result_captured
+        captured = arguments_captured and result_captured
+        convention = None if captured else extractor.convention(attrs, name)
         slot = self._trace_slot(trace_id, now)
+        per_conversation = self._per_conversation
+        judged: list[Step] = []
         with slot.lock:
             record = slot.state
             tools = record.tools
@@ -644,46 +671,47 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 parent_open = parent is not None and parent.span_id in tools
             else:
                 parent_open = False
-            target = self._target(trace_id, record)
-            agent = record.agents[-1] if record.agents else None
+            if self._late_agents.refs:
+                self._learn_agents(trace_id, record)
+            agents = record.agents
+            agent = agents[-1] if agents else None
             key = record.key
             # The trace's calls are read from its tool spans: none is derived from its model spans.
             record.has_tools = True
             turns = record.turns
             if turns is not None and turns.derive:
                 turns.tool_span_seen()
-            if len(record.tool_ends) < _MAX_TOOL_ENDS:
-                record.tool_ends.append(end or 0)
-        status = span.status
-        call = self._extractor.tool_call(
-            attrs,
-            span_name=span.name,
-            start_ns=start,
-            end_ns=end,
-            status_error=status.status_code is StatusCode.ERROR,
-            status_message=status.description,
-            # Read only when the convention keeps content in events or the call failed (``span.events`` copies).
-            events=_events(span),
-        )
-        captured = call.arguments_captured and call.result_captured
-        convention = None if captured else self._extractor.convention(attrs, span.name)
-        with slot.lock:
+            tool_ends = record.tool_ends
+            if len(tool_ends) < _MAX_TOOL_ENDS:
+                tool_ends.append(end or 0)
+            unread = record.unread
+            if unread is None:
+                unread = record.unread = UnreadTrace()
             # Content found: only counted; not found: the span's unknown content-like keys are noted.
-            record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
-                                     () if captured else _events(span), convention)
-        # The agent and conversation are read only when an event is told (_publish), not for every call. Only a
-        # span inside an open tool span may be the same call seen twice (the judge's fast path stays for the rest).
-        step = Step(
-            span_id=span_id,
-            parent_span_id=parent.span_id if parent is not None else None,
-            start_ns=start or 0,
-            end_ns=end or 0,
-            call=call,
-            origin=tool_origin(attrs) if parent_open else "",
-        )
-        label = (agent.name if agent is not None else None)
-        self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, target, ctx, parent_open=parent_open,
-                          label=label, span_name=span.name)
+            unread.tool(attrs, arguments_captured, result_captured, () if captured else _events(span), convention)
+            # The agent and conversation are read only when an event is told (_publish), not for every call. Only
+            # a span inside an open tool span may be the same call seen twice (the judge's fast path stays for the
+            # rest).
+            step = Step(
+                span_id=span_id,
+                parent_span_id=parent.span_id if parent is not None else None,
+                start_ns=start or 0,
+                end_ns=end or 0,
+                call=call,
+                origin=tool_origin(attrs) if parent_open else "",
+            )
+            if not per_conversation:
+                judge = record.judge
+                if judge is None:
+                    judge = record.judge = self._new_judge()
+                told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        if per_conversation:
+            self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open,
+                              label=agent.name if agent is not None else None, span_name=name, ctx=ctx)
+            return
+        self._count(judged, agent)
+        if told:
+            self._tell(trace_id, slot, attrs, told, agent.name if agent is not None else None, name, ctx)
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
@@ -694,7 +722,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
-            target = self._target(trace_id, record)
+            if self._late_agents.refs:
+                self._learn_agents(trace_id, record)
             key = record.key
             agent = record.agents[-1] if record.agents else None
             turns = record.turns
@@ -712,12 +741,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if derived:
                 unread.derived(derived)
         if steps:
-            self._judge_steps(trace_id, slot, key, attrs, now, steps, agent, target, ctx,
+            self._judge_steps(trace_id, slot, key, attrs, now, steps, agent, ctx=ctx,
                               label=self._extractor.agent_name(attrs, name=span.name), span_name=span.name)
 
     def _judge_steps(self, trace_id: int, slot: Any, key: Hashable | None, attrs: Any, now: float, steps: list[Step],
-                     agent: _Agent | None, target: Span | None, ctx: SpanContext | None, *, parent_open: bool = False,
-                     label: str | None = None, span_name: str = "") -> None:
+                     agent: _Agent | None, *, parent_open: bool = False, label: str | None = None,
+                     span_name: str = "", ctx: SpanContext | None = None) -> None:
         """Judge the steps one span gave (a tool call; a model call's usage and the calls derived from it)."""
         judge_slot = self._judge_slot(slot, key, attrs, now) if self._per_conversation else slot
         judged: list[Step] = []
@@ -729,6 +758,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 judge = judge_record.judge = self._new_judge()
             for step in steps:
                 told += judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
+        self._count(judged, agent)
+        if told:
+            self._tell(trace_id, slot, attrs, told, label, span_name, ctx)
+
+    def _count(self, judged: list[Step], agent: _Agent | None) -> None:
+        """Count the tool calls judged: per tool name (handed to the metric once per drain when deferred) and for the
+        open agent."""
         counts = self._tool_counts if self._deferred is not None else None
         for done in judged:
             done_call = done.call
@@ -740,12 +776,19 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._emitter.tool_call(done_call.tool)
                 if agent is not None:
                     agent.tool_calls += 1
-        if told:
-            # An agent span whose attributes arrived after its start is recognised by what it carries now.
-            label = (label or (self._extractor.agent_name(attrs, name=span_name) if span_name else None)
-                     or _agent_of(self._extractor, target))
-            for item in told:
-                self._publish(trace_id, item, target, ctx, label, conversation_id(attrs))
+
+    def _tell(self, trace_id: int, slot: Any, attrs: Any, told: list[Judged], label: str | None, span_name: str,
+              ctx: SpanContext | None) -> None:
+        """Publish what judging told: the span event goes to the trace's innermost open agent span, else its root
+        (looked up only now: most calls tell nothing)."""
+        with slot.lock:
+            target = self._target(trace_id, slot.state)
+        # An agent span whose attributes arrived after its start is recognised by what it carries now.
+        label = (label or (self._extractor.agent_name(attrs, name=span_name) if span_name else None)
+                 or _agent_of(self._extractor, target))
+        conversation = conversation_id(attrs)
+        for item in told:
+            self._publish(trace_id, item, target, ctx, label, conversation)
 
     def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
