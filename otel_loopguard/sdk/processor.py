@@ -70,6 +70,15 @@ def _events(span: ReadableSpan) -> Any:
         yield e.name, e.attributes or _EMPTY
 
 
+# The hooks run for every span of the application, so they read an SDK span's attributes as the SDK stores them:
+# ``span._attributes`` is its ``BoundedAttributes`` and ``._dict`` the plain dict inside (two C-level attribute reads).
+# The public ``span.attributes`` costs a Python property, a Python ``__len__`` and a ``MappingProxyType``, and iterating
+# it a Python ``__iter__``: together most of what the hooks cost for a span that is not a GenAI span. These are private
+# names of the SDK: any span without them (another SDK, a ReadableSpan built by hand, a future SDK) is read through the
+# public mapping instead (``AttributeError``), and tests/processor/test_hooks_safety.py checks both paths. The dict is
+# only read, never changed or kept past the hook except when the span has ended (the SDK then refuses any change).
+
+
 def _plain(attrs: Any) -> dict[str, Any]:
     """A span's attributes as a plain dict (never mutated by the caller).
 
@@ -349,25 +358,29 @@ class LoopGuardSpanProcessor(SpanProcessor):
         try:
             if self._stamps:
                 span.set_attributes(self._stamps)
-            parent = span.parent
-            is_root = parent is None or parent.is_remote
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
-            # start) costs one len(). Otherwise one C-level copy: iterating a live span's attributes copies the
-            # keys under a lock, and each Mapping.get miss raises and catches KeyError.
-            attrs = span.attributes
+            # start) costs two attribute reads and a truth test (see _plain). Otherwise one C-level copy: the
+            # span is still open, so its attributes may change after this hook.
+            try:
+                attrs: Any = span._attributes._dict  # type: ignore[union-attr]
+            except AttributeError:
+                attrs = span.attributes
             if attrs:
                 attrs = _plain(attrs)
                 if not self._markers.isdisjoint(attrs):
+                    parent = span.parent
                     # The worker works out the role and records the span (a root: as the trace's root).
-                    self._submit((_STARTED, span, None, attrs, is_root))
+                    self._submit((_STARTED, span, None, attrs, parent is None or parent.is_remote))
                     return
-            if is_root:
+            parent = span.parent
+            if parent is None or parent.is_remote:
                 # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
                 # open, and its end must release the trace if GenAI spans follow: remembered until it is freed.
                 self._roots.add(span.get_span_context().trace_id, span)
             else:
                 name = span.name
-                if name.startswith(_LATE_AGENT_PREFIX) or name.endswith(_LATE_AGENT_SUFFIX):
+                # Both the prefix and the suffix contain "agent": one substring test rejects most names.
+                if "agent" in name and (name.startswith(_LATE_AGENT_PREFIX) or name.endswith(_LATE_AGENT_SUFFIX)):
                     # Maybe an agent span whose attributes come after its start: looked at again when its trace's
                     # next call is judged (held weakly, until then).
                     self._late_agents.add(span.get_span_context().trace_id, span)
@@ -379,10 +392,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._is_shutdown:
             return
         try:
-            # Most spans are not GenAI spans: one pass over the ended (immutable, so lock-free) keys rejects them
-            # (a GenAI tool span name without attributes is one too: ADK for JS when the tool raised). The mapping
-            # is tested against None rather than for truth: an SDK mapping's len() is a Python call.
-            attrs = span.attributes
+            # Most spans are not GenAI spans: one pass over the ended keys rejects them (a GenAI tool span name
+            # without attributes is one too: ADK for JS when the tool raised). An SDK span's attributes are read as
+            # the SDK's own dict (see _plain), immutable once the span ended, so the worker reads it as is.
+            try:
+                attrs: Any = span._attributes._dict  # type: ignore[union-attr]
+            except AttributeError:
+                attrs = span.attributes
             if (attrs is not None and not self._markers.isdisjoint(attrs)) or span.name.startswith(_TOOL_SPAN_PREFIX):
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
@@ -411,8 +427,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._started(span, b, is_root)
                 return
             if a:
-                # Every further read is a plain dict lookup (see on_start for why not the mapping itself).
-                attrs = _plain(b if b is not None else span.attributes)
+                # Every further read is a plain dict lookup: the ended SDK span's own (immutable) dict as on_end read
+                # it, else a copy of the public mapping (whose misses raise and catch KeyError in Mapping.get).
+                attrs = b if b.__class__ is dict else _plain(b if b is not None else span.attributes)
                 name = span.name
                 role = self._extractor.span_role(attrs, name)
                 if role == ROLE_TOOL:
