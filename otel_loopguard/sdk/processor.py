@@ -359,19 +359,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if self._stamps:
                 span.set_attributes(self._stamps)
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
-            # start) costs two attribute reads and a truth test (see _plain). Otherwise one C-level copy: the
-            # span is still open, so its attributes may change after this hook.
+            # start) costs two attribute reads and a truth test (see _plain); a span with attributes, one pass over
+            # its keys. Only a GenAI span's attributes are copied (C-level), for the worker: the span is still open,
+            # so they may change after this hook (no other thread has the span before this hook returns).
             try:
                 attrs: Any = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
                 attrs = span.attributes
-            if attrs:
-                attrs = _plain(attrs)
-                if not self._markers.isdisjoint(attrs):
-                    parent = span.parent
-                    # The worker works out the role and records the span (a root: as the trace's root).
-                    self._submit((_STARTED, span, None, attrs, parent is None or parent.is_remote))
-                    return
+            if attrs and not self._markers.isdisjoint(attrs):
+                parent = span.parent
+                # The worker works out the role and records the span (a root: as the trace's root).
+                self._submit((_STARTED, span, None, _plain(attrs), parent is None or parent.is_remote))
+                return
             parent = span.parent
             if parent is None or parent.is_remote:
                 # A local root that is not (yet) a GenAI span may have to carry a span event when no agent span is
