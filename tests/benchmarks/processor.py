@@ -29,7 +29,9 @@ Workloads:
 
 * ``tool/healthy``: GenAI ``execute_tool`` spans with ~200-byte JSON arguments that differ on every call;
 * ``tool/loop``: traces of 10 identical calls (each trace goes working → stuck with a nudge at the third call,
-  then a stop at the fourth), so transitions, verdict events, span events and metrics happen in every trace;
+  then a stop at the fourth), so transitions, verdict events and metrics happen in every trace. Span events mostly
+  do not: the background thread usually judges a chunk after its root span ended, and an ended span takes no event
+  (a harness calling ``check()`` after each call would judge them while the root is open);
 * ``non-tool``: HTTP-client-like child spans with six ``http.*``/``url.*``/``server.*`` attributes.
 
 Ratios are medians over rounds of each round's variant/base ratio, printed with their range (min-max over rounds).
