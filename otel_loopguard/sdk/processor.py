@@ -348,6 +348,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         )
         self._submit = self._deferred.submit if self._deferred is not None else self._process
         if self._deferred is not None:
+            # Events and histogram records leave at the end of each drain, a batch at a time (see Emitter.hold).
+            self._emitter.hold()
+        if self._deferred is not None:
             # Drain at exit before the providers' own atexit shutdowns (registered earlier, so run later).
             atexit.register(_drain_at_exit, weakref.ref(self))
 
@@ -467,6 +470,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _worker_failed(self, exc: BaseException) -> None:
         self._fail("worker", exc)
 
+    def _emit_failed(self, exc: BaseException) -> None:
+        self._fail("emit", exc)
+
     def shutdown(self) -> None:
         """Release every trace (recording its final metrics); later spans are ignored. Safe to call twice."""
         if self._is_shutdown:
@@ -479,6 +485,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record = self._store.pop(key)
             if record is not None and record.judge is not None:
                 self._finished(record.judge, None)
+        self._emitter.release(self._emit_failed)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Judge every queued span, then flush the logger provider, so pending verdict events leave now."""
@@ -643,11 +650,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._last_slot = None
 
     def _flush_counts(self) -> None:
-        """Hand the tool calls counted since the last drain to the metric tally (once per tool name)."""
+        """At the end of a drain: hand the tool calls counted since the last drain to the metric tally (once per tool
+        name), and the events and histogram records held meanwhile to the SDK."""
         counts = self._tool_counts
         if counts:
             self._tool_counts = {}
             self._emitter.count_tool_calls(counts)
+        self._emitter.release(self._emit_failed)
 
     def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str) -> None:
         # Every span property is read once (each is a Python call); the call is read before the trace's lock is
