@@ -671,21 +671,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
         status = span.status
         error = status.status_code is StatusCode.ERROR
         extractor = self._extractor
-        call = extractor.tool_call(
-            attrs,
-            span_name=name,
-            start_ns=start,
-            end_ns=end,
-            status_error=error,
-            status_message=status.description if error else None,
-            # Read only when the convention keeps content in events or the call failed (``span.events`` copies).
-            events=_events(span),
-        )
+        # Positional: attrs, span name, start, end, status error and message, and the span's events, read only when
+        # the convention keeps content in events or the call failed (``span.events`` copies).
+        call = extractor.tool_call(attrs, name, start, end, error, status.description if error else None,
+                                   _events(span))
         arguments_captured = call.arguments_captured
         result_captured = call.result_captured
         captured = arguments_captured and result_captured
         convention = None if captured else extractor.convention(attrs, name)
-        slot = self._trace_slot(trace_id, now)
+        last = self._last_slot
+        if last is not None and last[0] == trace_id and self._store.get(trace_id) is last[1].state:
+            slot = last[1]  # _trace_slot's fast path, inline: the usual case
+            slot.seen = now
+        else:
+            slot = self._trace_slot(trace_id, now)
         per_conversation = self._per_conversation
         judged: list[Step] = []
         with slot.lock:
@@ -734,7 +733,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open,
                               label=agent.name if agent is not None else None, span_name=name, ctx=ctx)
             return
-        self._count(judged, agent)
+        counts = self._tool_counts if self._deferred is not None else None
+        if counts is not None and len(judged) == 1 and judged[0] is step:
+            # The usual case, inline: this call alone was judged, counted per drain.
+            tool = call.tool
+            counts[tool] = counts.get(tool, 0) + 1
+            if agent is not None:
+                agent.tool_calls += 1
+        else:
+            self._count(judged, agent)
         if told:
             self._tell(trace_id, slot, attrs, told, agent.name if agent is not None else None, name, ctx)
 
