@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,6 +37,19 @@ def _histogram_counts(reader: InMemoryMetricReader, name: str) -> int:
     return total
 
 
+def _failing_once(real: Callable[..., None]) -> Callable[..., None]:
+    """``real``, except that its first call raises (a log pipeline that breaks once)."""
+    calls: list[int] = []
+
+    def fail_once(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("exporter pipeline broke")
+        real(*args, **kwargs)
+
+    return fail_once
+
+
 def test_held_emissions_wait_for_release_and_leave_in_order() -> None:
     """After hold(), two events and a trace's histogram record reach nothing until release(); then the log records
     leave in the order the events happened, and the histogram holds one record. The counts change at once."""
@@ -67,16 +81,7 @@ def test_a_failing_emission_is_reported_and_the_others_still_leave() -> None:
     emitter.hold()
     emitter.emit(_event(3), None)
     emitter.emit(_event(4), None)
-    real = emitter._logger.emit
-    calls: list[Any] = []
-
-    def fail_once(*args: Any, **kwargs: Any) -> None:
-        calls.append(kwargs)
-        if len(calls) == 1:
-            raise RuntimeError("exporter pipeline broke")
-        real(*args, **kwargs)
-
-    emitter._logger.emit = fail_once  # type: ignore[method-assign]
+    emitter._logger.emit = _failing_once(emitter._logger.emit)  # type: ignore[method-assign]
     failures: list[Exception] = []
     emitter.release(failures.append)
     assert [str(e) for e in failures] == ["exporter pipeline broke"]
@@ -89,16 +94,7 @@ def test_processor_counts_an_emission_failure_and_keeps_judging(harness: Harness
     in the SDK at the end of the drain, so one processor error is counted and only the stop leaves."""
     h = harness
     logger = h.processor._emitter._logger
-    real = logger.emit
-    calls: list[Any] = []
-
-    def fail_once(*args: Any, **kwargs: Any) -> None:
-        calls.append(kwargs)
-        if len(calls) == 1:
-            raise RuntimeError("exporter pipeline broke")
-        real(*args, **kwargs)
-
-    monkeypatch.setattr(logger, "emit", fail_once)
+    monkeypatch.setattr(logger, "emit", _failing_once(logger.emit))
     agent = h.agent()
     for _ in range(4):
         h.tool(agent)
