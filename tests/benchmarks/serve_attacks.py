@@ -243,7 +243,7 @@ def chunked(clients: Clients, rounds: int = 7, traces: int = 400) -> None:
     the decoded spans (judging would hide the difference in framing)."""
     received = [0]
 
-    def count_spans(spans: list[Any], body: bytes, content_type: str) -> None:
+    def count_spans(spans: list[Any], body: bytes, content_type: str, peer: str) -> None:
         received[0] += len(spans)
 
     receiver = OTLPHTTPServer(("127.0.0.1", 0), count_spans, lambda: None, ServeSettings())
