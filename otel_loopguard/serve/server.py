@@ -283,7 +283,11 @@ class Server:
         self._listeners.append(listener)
 
     def add_report_listener(self, listener: Callable[[TraceReport], None]) -> None:
-        """Call ``listener(report)`` when a trace is finished (the report ``audit --json`` prints for its spans)."""
+        """Call ``listener(report)`` when a trace is finished (the report ``audit --json`` prints for its spans).
+
+        The reports of traces opened from then on carry the exact run audit (``ok``, ``violations``), which serve
+        computes only for a report listener (add it before :meth:`start`)."""
+        self._table.step_audit = True
         self._report_listeners.append(listener)
 
     def finish_all(self) -> None:

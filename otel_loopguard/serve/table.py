@@ -43,7 +43,7 @@ from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ..conventions.extract import ROLE_AGENT, ROLE_LLM
+from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord
@@ -161,7 +161,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "max_end_ns", "models", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "spans", "steps")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -171,6 +171,14 @@ class _Batch:
         self.steps: list[tuple[Step, SpanRecord]] = []
         self.models: list[SpanRecord] = []
         self.agents: list[SpanRecord] = []
+        self.by_id: dict[int, SpanRecord] | None = None
+
+    def span(self, span_id: int) -> SpanRecord | None:
+        """The batch's tool span of this id (looked up only when an event is made)."""
+        by_id = self.by_id
+        if by_id is None:
+            by_id = self.by_id = {step.span_id: span for step, span in self.steps}
+        return by_id.get(span_id)
 
 
 class _Turns:
@@ -251,8 +259,8 @@ class _Agent:
 
 
 class _Trace:
-    __slots__ = ("agents", "changed", "has_tools", "judge", "kept", "last_seen", "last_step", "lock", "max_end_ns",
-                 "peers", "status", "tool_ends", "trace_id", "tracked", "turns", "unread")
+    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "last_seen", "last_step",
+                 "lock", "max_end_ns", "peers", "status", "tool_ends", "trace_id", "tracked", "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge) -> None:
         self.trace_id = trace_id
@@ -273,8 +281,12 @@ class _Trace:
         self.unread = UnreadTrace()
         # Agent spans (in arrival order), the end times of judged tool calls, and the senders.
         self.agents: list[_Agent] | None = None
+        # Agent span ids received (each counted once).
+        self.agent_ids: set[int] | None = None
         self.tool_ends: list[int] | None = None
         self.peers: list[str] | None = None
+        # (agent, conversation) the last tool span an event was made for names (read from the span then).
+        self.context: tuple[str | None, str | None] = (None, None)
 
     def agent_at(self, end_ns: int) -> str | None:
         """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
@@ -327,7 +339,12 @@ class TraceTable:
         self._max_trace_bytes = max_trace_bytes
         self._max_kept = max_kept_bytes
         # The configuration's redaction placeholders and user-defined conventions apply.
-        self._reader = StepReader(config=engine.config)
+        # The agent and conversation of a step are read only when an event is made (_event), not for every span.
+        self._reader = StepReader(config=engine.config, context=False)
+        #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
+        #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
+        #: traces opened from then on.
+        self.step_audit = False
         self._open: OrderedDict[int, _Trace] = OrderedDict()
         self._done: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
@@ -377,7 +394,7 @@ class TraceTable:
             elif role == ROLE_AGENT:
                 batch.agents.append(span)
             else:
-                step = read(span)
+                step = read(span, role)
                 if step is not None:
                     batch.steps.append((step, span))
         events: list[VerdictEvent] = []
@@ -437,7 +454,8 @@ class TraceTable:
             with self._lock:
                 trace = self._open.get(trace_id) or self._done.get(trace_id)
                 if trace is None:
-                    trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True))
+                    trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True,
+                                                        step_audit=self.step_audit))
                     self._open[trace_id] = trace
                     self._evict_beyond_capacity(evicted)
             with trace.lock:
@@ -489,34 +507,37 @@ class TraceTable:
                 if judge.discard(ORIGIN_DERIVED):
                     trace.unread.set_derived(0)
                     news = True
-        for span in batch.agents:
-            ids = turns.ids if turns is not None else None
+        extractor = self._reader.extractor
+        if batch.agents:
+            ids = trace.agent_ids
             if ids is None:
-                turns = trace.turns = _Turns()
-                if trace.has_tools:
-                    turns.forget()
-                ids = turns.ids
-            if span.span_id not in ids:
+                ids = trace.agent_ids = set()
+            agents = trace.agents
+            if agents is None:
+                agents = trace.agents = []
+            for span in batch.agents:
+                if span.span_id in ids:
+                    continue
                 if len(ids) < _MAX_MODEL_IDS:
                     ids.add(span.span_id)
                 seen.model(span.attributes)
                 # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-                agents = trace.agents
-                if agents is None:
-                    agents = trace.agents = []
                 if len(agents) < _MAX_AGENTS:
-                    agents.append(_Agent(span, self._reader.extractor.agent_name(span.attributes, name=span.name)))
+                    agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
                 news = True
-        extractor = self._reader.extractor
+        add = judge.add
+        tool = seen.tool
         for step, span in batch.steps:
-            if judge.add(step):
+            if add(step):
                 added += 1
                 call = step.call
                 if call is not None:
-                    captured = call.arguments_captured and call.result_captured
-                    seen.tool(span.attributes, call.arguments_captured, call.result_captured,
-                              () if captured else [(name, ev) for name, _, ev in span.events],
-                              None if captured else extractor.convention(span.attributes, span.name))
+                    if call.arguments_captured and call.result_captured:
+                        tool(span.attributes, True, True)
+                    else:
+                        tool(span.attributes, call.arguments_captured, call.result_captured,
+                             [(name, ev) for name, _, ev in span.events],
+                             extractor.convention(span.attributes, span.name))
             else:
                 counts["duplicate_spans"] += 1
         if batch.models:
@@ -553,7 +574,7 @@ class TraceTable:
                 if len(ends) < _MAX_TOOL_ENDS:
                     ends.append(step.end_ns)
         for item in told:
-            events.append(self._event(trace, item))
+            events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:
             trace.tracked = True
             started.append(judge.verdict.kind)
@@ -684,7 +705,7 @@ class TraceTable:
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
                                  trace.agent_calls())
 
-    def _event(self, trace: _Trace, judged: Judged) -> VerdictEvent:
+    def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
         step = judged.step
         if step is None:
             # A re-evaluation at the finish: attributed to the trace's last call.
@@ -693,14 +714,23 @@ class TraceTable:
         else:
             tool = step.call.tool if step.call is not None else None
         context = None
-        agent = None
+        agent = conversation = None
         if step is not None:
             context = SpanContext(trace.trace_id, step.span_id, is_remote=True,
                                   trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            agent, conversation = step.agent, step.conversation
+            if step.origin != ORIGIN_DERIVED:
+                # A tool span's agent and conversation are read now, from the span when it is in this request (a
+                # step read from an earlier one has the trace's last ones).
+                span = batch.span(step.span_id) if batch is not None else None
+                if span is not None:
+                    attrs = span.attributes
+                    trace.context = (self._reader.extractor.agent_name(attrs, name=span.name),
+                                     conversation_id(attrs))
+                agent, conversation = trace.context
             # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
             # are final here, set at its start or after), else its own; a call derived from a model span after
             # that span, else its agent span.
-            agent = step.agent
             if trace.agents:
                 if step.origin == ORIGIN_DERIVED:
                     agent = agent or trace.agent_at(step.end_ns)
@@ -714,7 +744,7 @@ class TraceTable:
             intervention=judged.observation.intervention,
             tool=tool,
             agent=agent,
-            conversation=step.conversation if step is not None else None,
+            conversation=conversation,
             signature_digest=judged.observation.signature_digest,
             steps=judged.steps,
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
