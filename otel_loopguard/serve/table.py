@@ -301,6 +301,12 @@ class _Trace:
         agents = self.agents
         if not agents or all(a.told for a in agents):
             return ()
+        if len(agents) == 1:
+            # One agent span (the usual trace): the calls its time holds.
+            only = agents[0]
+            only.told = True
+            start, end = only.start_ns, only.end_ns
+            return ((only.name, sum(1 for t in self.tool_ends or () if start <= t <= end)),)
         counts = dict.fromkeys(range(len(agents)), 0)
         for end in self.tool_ends or ():
             best = -1

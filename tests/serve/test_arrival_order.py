@@ -203,3 +203,34 @@ def test_an_unreadable_trace_is_still_warned_about(caplog: pytest.LogCaptureFixt
         assert [a.partial_success.rejected_spans for a in s.http_answers if a.HasField("partial_success")] == [0]
         assert [u["reason"] for u in h.reports[0].as_dict()["unread"]] == [NO_TOOL_CALLS]
     assert len(_unread_logged(caplog)) == 1
+
+
+def test_nested_agents_each_call_counts_for_its_innermost_agent() -> None:
+    """A supervisor agent span holding a researcher agent span that holds the first three of six identical calls
+    (decoded spans, given to serve as one request, the agents last): events of the first three calls name the
+    researcher, of the last three the supervisor; the histogram counts 3 calls for each (never both for one call).
+    Hand-derived: calls at 1..6 s, researcher 0.5-3.5 s, supervisor 0-7 s."""
+    from otel_loopguard.conventions.span import SpanRecord
+
+    s = 10**9
+    t0 = 1_767_225_600 * s
+    trace_id, sup, res = 0x1234, 0x100, 0x200
+
+    def agent(span_id: int, parent: int | None, name: str, start: float, end: float) -> SpanRecord:
+        return SpanRecord(trace_id, span_id, parent, "invoke_agent", t0 + int(start * s), t0 + int(end * s),
+                          {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name})
+
+    tools = [SpanRecord(trace_id, 0x300 + i, res if i < 3 else sup, "execute_tool search",
+                        t0 + (i + 1) * s, t0 + (i + 1) * s + s // 10, {
+                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                            "gen_ai.tool.call.arguments": '{"q": "x"}', "gen_ai.tool.call.result": "none"})
+             for i in range(CALLS)]
+    with Harness(grpc_on=False, http_on=False) as h:
+        h.server.ingest([*tools, agent(res, sup, "researcher", 0.5, 3.5), agent(sup, None, "supervisor", 0, 7)])
+        h.server.finish_all()
+        assert h.wait_reports(1)
+        named = {e.span_context.span_id: e.agent for e in h.events if e.span_context is not None}
+        assert named and all(agent == ("researcher" if span_id < 0x303 else "supervisor")
+                             for span_id, agent in named.items())
+        assert set(named.values()) == {"researcher", "supervisor"}
+        assert _agent_points(h) == {"researcher": (1, 3), "supervisor": (1, 3)}
