@@ -501,7 +501,10 @@ class TraceTable:
         if batch.max_end_ns > trace.max_end_ns:
             trace.max_end_ns = batch.max_end_ns
             news = True
-        seen = UnreadTrace()
+        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
+        # trace directly.
+        seen: UnreadTrace | None = None
+        unread = trace.unread
         added = 0
         turns = trace.turns
         if batch.steps and not trace.has_tools and any(step.call is not None for step, _ in batch.steps):
@@ -526,13 +529,13 @@ class TraceTable:
                     continue
                 if len(ids) < _MAX_MODEL_IDS:
                     ids.add(span.span_id)
-                seen.model(span.attributes)
+                unread.model(span.attributes)
                 # Its attributes are final (the span ended): the calls it holds are named after it from now on.
                 if len(agents) < _MAX_AGENTS:
                     agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
                 news = True
         add = judge.add
-        tool = seen.tool
+        tool = unread.tool
         for step, span in batch.steps:
             if add(step):
                 added += 1
@@ -541,9 +544,11 @@ class TraceTable:
                     if call.arguments_captured and call.result_captured:
                         tool(span.attributes, True, True)
                     else:
-                        tool(span.attributes, call.arguments_captured, call.result_captured,
-                             [(name, ev) for name, _, ev in span.events],
-                             extractor.convention(span.attributes, span.name))
+                        if seen is None:
+                            seen = UnreadTrace()
+                        seen.tool(span.attributes, call.arguments_captured, call.result_captured,
+                                  [(name, ev) for name, _, ev in span.events],
+                                  extractor.convention(span.attributes, span.name))
             else:
                 counts["duplicate_spans"] += 1
         if batch.models:
@@ -551,13 +556,14 @@ class TraceTable:
                 turns = trace.turns = _Turns()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, seen, counts)
-        trace.unread.merge(seen)
-        for cause in seen.causes():
-            # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
-            # arrive in any order, its root first as well as last.)
-            if cause.reason == UNKNOWN_ATTRIBUTES:
-                notes.append(cause)
+            added += self._turns(trace, turns, batch.models, reopened, unread, counts)
+        if seen is not None:
+            unread.merge(seen)
+            for cause in seen.causes():
+                # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
+                # arrive in any order, its root first as well as last.)
+                if cause.reason == UNKNOWN_ATTRIBUTES:
+                    notes.append(cause)
         if added or news:
             trace.changed = True
             if reopened and trace.tracked:
