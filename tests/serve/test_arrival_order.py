@@ -234,3 +234,13 @@ def test_nested_agents_each_call_counts_for_its_innermost_agent() -> None:
                              for span_id, agent in named.items())
         assert set(named.values()) == {"researcher", "supervisor"}
         assert _agent_points(h) == {"researcher": (1, 3), "supervisor": (1, 3)}
+
+
+def test_a_grpc_peer_is_named_by_its_host_as_the_http_receiver_names_it() -> None:
+    """gRPC names peers ``ipv4:HOST:PORT`` / ``ipv6:[HOST]:PORT``; aiohttp gives the host alone: one sender is one
+    name on both transports, whatever its connection's port."""
+    from otel_loopguard.serve.request import peer_host
+
+    assert peer_host("ipv4:127.0.0.1:50412") == "127.0.0.1"
+    assert peer_host("ipv6:[::1]:50412") == "::1"
+    assert peer_host("unix:/tmp/otlp.sock") == "unix:/tmp/otlp.sock"
