@@ -99,13 +99,16 @@ class StepReader:
                                         span.end_ns, messages=messages, context=self._context)
         return self.step(span)
 
-    def step(self, span: SpanRecord) -> Step | None:
-        """The step of one span: a tool call, a model call with token usage, or None for any other span."""
+    def step(self, span: SpanRecord, role: str | None = None) -> Step | None:
+        """The step of one span: a tool call, a model call with token usage, or None for any other span.
+
+        ``role``: the span's role when the caller has classified it already (``Extractor.span_role``)."""
         attrs = span.attributes
         extractor = self._extractor
-        if not extractor.may_matter(attrs, span.name):
-            return None
-        role = extractor.span_role(attrs, span.name)
+        if role is None:
+            if not extractor.may_matter(attrs, span.name):
+                return None
+            role = extractor.span_role(attrs, span.name)
         if role == ROLE_TOOL:
             events = span.events
             call = self._extract(

@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ..errors import InputError
 from ..otlp.proto import decode_proto_request
-from .request import PROTOBUF, Sink, export_response
+from .request import PROTOBUF, Sink, export_response, peer_host
 from .settings import BearerToken, ServeSettings
 
 _logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class OTLPGrpcServer:
             self._on_reject()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
-            warning = self._sink(spans, request, PROTOBUF)
+            warning = self._sink(spans, request, PROTOBUF, peer_host(context.peer()))
         except Exception as exc:
             _logger.warning("otel-loopguard serve: request failed: %s", exc, exc_info=exc)
             context.abort(grpc.StatusCode.INTERNAL, "internal error")

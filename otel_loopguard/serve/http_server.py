@@ -455,7 +455,8 @@ class OTLPHTTPServer:
                 return self._refuse(400, content_type, INVALID_ARGUMENT, "body shorter than Content-Length"
                                     if length is not None else "body ended before its last chunk")
             loop = asyncio.get_running_loop()
-            status, reply = await loop.run_in_executor(self._pool, self._process, body, content_type, encoding)
+            status, reply = await loop.run_in_executor(self._pool, self._process, body, content_type, encoding,
+                                                       request.remote or "")
         if status != 200:
             return self._refuse(status, content_type, INVALID_ARGUMENT if status == 400 else RESOURCE_EXHAUSTED,
                                 reply.decode())
@@ -472,7 +473,7 @@ class OTLPHTTPServer:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _process(self, body: bytes, content_type: str, encoding: str) -> tuple[int, bytes]:
+    def _process(self, body: bytes, content_type: str, encoding: str, peer: str) -> tuple[int, bytes]:
         """On a worker thread: decompress, decode and judge; (200, reply) or (status, error message)."""
         limit = self.settings.max_body
         try:
@@ -481,5 +482,5 @@ class OTLPHTTPServer:
             return 413, f"decompressed body is over the limit of {limit} bytes".encode()
         except InputError as exc:
             return 400, str(exc).encode()
-        warning = self.sink(spans, plain, content_type)
+        warning = self.sink(spans, plain, content_type, peer)
         return 200, success_body(content_type, warning)

@@ -32,9 +32,19 @@ UNAUTHENTICATED = 16
 
 EMPTY_PROTO_RESPONSE = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
 
-# Called with the decoded spans and the raw (decompressed) body and its content type (for forwarding); returns
-# None, or a warning for the response's partial_success (every span accepted, some not readable as tool calls).
-Sink = Callable[[list[SpanRecord], bytes, str], "str | None"]
+# Called with the decoded spans, the raw (decompressed) body and its content type (for forwarding), and the sender's
+# host; returns None, or a warning for the response's partial_success (every span accepted, some not readable).
+Sink = Callable[[list[SpanRecord], bytes, str, str], "str | None"]
+
+
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``, ``unix:/path``), as the HTTP receiver
+    names it (``127.0.0.1``, ``::1``): one sender whatever its connection."""
+    kind, _, address = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host = address.rpartition(":")[0]
+        return host.strip("[]") or address
+    return peer
 
 
 def export_response(warning: str | None) -> trace_service_pb2.ExportTraceServiceResponse:

@@ -12,8 +12,20 @@ metrics as the processor, through the SDK's OTLP log and metric exporters config
 ``OTEL_EXPORTER_OTLP_*`` variables (``service.name`` defaults to ``otel-loopguard``). It cannot add the
 ``loopguard.verdict`` *span event* the processor adds, because the spans were already exported by the agent; with
 ``--forward`` the received spans are passed on unchanged to the OTLP traces endpoint, so ``serve`` can sit in a
-pipeline. The ``gen_ai.invoke_agent.tool_calls`` histogram is not recorded (it needs the agent span open while
-its tool calls end, which only the processor sees).
+pipeline.
+
+**Agents.** An event names the innermost agent span whose time holds the call's end, as the processor names the
+innermost agent span open when the call ends. A span reaches ``serve`` when it has ended, so an agent span's
+attributes are final whenever it arrives (also those set after its start); an event made before its agent span
+arrived (the agent still running: its calls are exported first) names the agent the tool span itself names, if
+any. The ``gen_ai.invoke_agent.tool_calls`` histogram is recorded when the trace finishes, once per agent span,
+with the calls it was the innermost agent of.
+
+**Unread input.** A tool span whose content is in attributes no convention reads is warned about in the answer to
+the request that carried it (an OTLP ``partial_success`` with ``rejected_spans = 0``). That a trace has GenAI spans
+but no readable tool call is known only when it finishes (its spans arrive in any order: the root may come first
+and its tool spans later, from other exporters): then it is logged and counted, and the warning goes in the next
+answer to each sender of the trace (by host; at most eight senders per trace).
 
 Receivers bind 127.0.0.1 unless given another address. Malformed requests get OTLP error responses and never
 stop the server. :meth:`Server.stop` (SIGTERM/SIGINT in the command) stops the receivers, finishes every open
@@ -41,7 +53,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, g
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.span import SpanRecord
-from ..conventions.unread import Unread, message
+from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
@@ -67,6 +79,8 @@ _logger = logging.getLogger(__name__)
 # The partial_success warning's length at most, and the causes of unread input logged per server at most.
 _MAX_WARNING = 2048
 _MAX_UNREAD_LOGGED = 256
+# Senders with warnings waiting for their next answer, at most (the oldest dropped first).
+_MAX_PENDING_PEERS = 1024
 
 DEFAULT_GRPC = "127.0.0.1:4317"
 DEFAULT_HTTP = "127.0.0.1:4318"
@@ -164,6 +178,8 @@ class Server:
         self._report_listeners: list[Callable[[TraceReport], None]] = []
         self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
         self._unread_lock = threading.Lock()
+        # Causes of finished traces not told to their senders yet, by sender.
+        self._pending: dict[str, list[Unread]] = {}
         self._grpc: OTLPGrpcServer | None = None
         self._http: OTLPHTTPServer | None = None
         self._stop = threading.Event()
@@ -267,7 +283,11 @@ class Server:
         self._listeners.append(listener)
 
     def add_report_listener(self, listener: Callable[[TraceReport], None]) -> None:
-        """Call ``listener(report)`` when a trace is finished (the report ``audit --json`` prints for its spans)."""
+        """Call ``listener(report)`` when a trace is finished (the report ``audit --json`` prints for its spans).
+
+        The reports of traces opened from then on carry the exact run audit (``ok``, ``violations``), which serve
+        computes only for a report listener (add it before :meth:`start`)."""
+        self._table.step_audit = True
         self._report_listeners.append(listener)
 
     def finish_all(self) -> None:
@@ -275,15 +295,20 @@ class Server:
         events, finished = self._table.finish_all()
         self._publish(events, finished)
 
-    def ingest(self, spans: list[SpanRecord]) -> str | None:
+    def ingest(self, spans: list[SpanRecord], peer: str = "") -> str | None:
         """Judge decoded spans as if they arrived in one request (what the receivers call).
+
+        Args:
+            spans: the request's spans.
+            peer: the sender (its host, as the receivers name it).
 
         Returns:
             None, or the warning for the OTLP ``partial_success`` of the response (``rejected_spans`` 0): why some
-            of the request's spans could not be read as tool calls, naming the attribute keys seen.
+            of the request's spans could not be read as tool calls, and why traces this sender sent, finished
+            since its last answer, had none, naming the attribute keys seen.
         """
         unread: list[Unread] = []
-        events, tools, finished, started = self._table.add(spans, self._clock(), unread)
+        events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer)
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
             # A finished trace reopened by late spans comes back with its verdict, a new one as working.
@@ -296,10 +321,15 @@ class Server:
                 calls[tool] = calls.get(tool, 0) + 1
             self._emitter.count_tool_calls(calls)
         self._publish(events, finished)
-        if not unread:
-            return None
         for cause in unread:
             self._log_unread(cause)
+        if self._pending:
+            with self._unread_lock:
+                owed = self._pending.pop(peer, None)
+            if owed:
+                unread += owed
+        if not unread:
+            return None
         return "; ".join(message(cause) for cause in unread)[:_MAX_WARNING]
 
     # -- internals ------------------------------------------------------------
@@ -311,8 +341,8 @@ class Server:
             return []
         return [Observation(self._table.stats().duplicate_spans)]
 
-    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str) -> str | None:
-        warning = self.ingest(spans)
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> str | None:
+        warning = self.ingest(spans, peer)
         if self._forward is not None:
             try:
                 self._forward(body, content_type)
@@ -328,6 +358,24 @@ class Server:
                 return
             self._unread_logged.add(key)
         _logger.warning("otel-loopguard serve: %s", message(cause))
+
+    def _owe(self, peers: tuple[str, ...], cause: Unread) -> None:
+        """Keep a cause for the next answer to each of ``peers`` (one per reason per sender: keys merged, bounded)."""
+        with self._unread_lock:
+            pending = self._pending
+            for peer in peers:
+                owed = pending.pop(peer, None)
+                if owed is None and len(pending) >= _MAX_PENDING_PEERS:
+                    del pending[next(iter(pending))]
+                for i, old in enumerate(owed or ()):
+                    if old.reason == cause.reason:
+                        keys = tuple(sorted({*old.keys, *cause.keys}))[:MAX_KEYS]
+                        assert owed is not None
+                        owed[i] = Unread(cause.reason, keys, old.spans + cause.spans)
+                        break
+                else:
+                    owed = [*(owed or ()), cause]
+                pending[peer] = owed
 
     def _sweep(self) -> None:
         tick = min(0.25, self._table.idle / 4)
@@ -351,6 +399,10 @@ class Server:
             for cause in done.unread:
                 self._emitter.unread(cause.reason, cause.spans)
                 self._log_unread(cause)
+                if cause.reason == NO_TOOL_CALLS:
+                    self._owe(done.peers, cause)
+            for agent, calls in done.agents:
+                self._emitter.agent_finished(agent, calls)
             if done.tracked:
                 cost = report.cost.usd if report.cost is not None and done.seen_usage else None
                 self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)

@@ -43,12 +43,12 @@ from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ..conventions.extract import ROLE_AGENT, ROLE_LLM
+from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord
 from ..conventions.traces import StepReader
-from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.store import EVICT_CAPACITY
@@ -63,6 +63,12 @@ DEFAULT_MAX_KEPT_BYTES = 256 << 20
 
 # Trace lifecycle (the table's lock guards it): open; being finished; finished and remembered; forgotten.
 _OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
+
+#: Senders remembered per trace, at most.
+MAX_PEERS = 8
+# Agent spans and tool-call end times remembered per trace, at most.
+_MAX_AGENTS = 64
+_MAX_TOOL_ENDS = 4096
 
 # Model turns kept per trace for deriving its tool calls again exactly (and their results, one per call id), and
 # model and agent span ids remembered per trace for de-duplication, at most.
@@ -82,6 +88,9 @@ class FinishedTrace:
             recorded only then; unpriced usage is never recorded as $0).
         tracked: whether it had a tool or model span (only those count in the processor's metrics).
         unread: why some of its spans could not be read as tool calls (also on the report).
+        peers: the senders (hosts) its spans came from, at most :data:`MAX_PEERS` (where a warning about it goes).
+        agents: (agent name or None, tool calls) of each agent span first seen since the last finish (the
+            ``gen_ai.invoke_agent.tool_calls`` histogram): the calls are those it was the innermost agent of.
     """
 
     report: TraceReport
@@ -89,6 +98,8 @@ class FinishedTrace:
     seen_usage: bool
     tracked: bool
     unread: tuple[Unread, ...] = ()
+    peers: tuple[str, ...] = ()
+    agents: tuple[tuple[str | None, int], ...] = ()
 
     @property
     def cost_usd(self) -> float | None:
@@ -150,17 +161,24 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "max_end_ns", "models", "root", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "spans", "steps")
 
     def __init__(self) -> None:
         self.spans = 0
         self.max_end_ns = 0
-        self.root = False
         # (tool or usage step, its span); model spans (read under the trace's lock: whether their messages are
         # needed depends on the trace); agent spans (for the unread note).
         self.steps: list[tuple[Step, SpanRecord]] = []
         self.models: list[SpanRecord] = []
         self.agents: list[SpanRecord] = []
+        self.by_id: dict[int, SpanRecord] | None = None
+
+    def span(self, span_id: int) -> SpanRecord | None:
+        """The batch's tool span of this id (looked up only when an event is made)."""
+        by_id = self.by_id
+        if by_id is None:
+            by_id = self.by_id = {step.span_id: span for step, span in self.steps}
+        return by_id.get(span_id)
 
 
 class _Turns:
@@ -222,9 +240,27 @@ class _Turns:
         self.results = {}
 
 
+class _Agent:
+    """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
+    (as in the processor, where it is the innermost agent span open when the call ends)."""
+
+    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told")
+
+    def __init__(self, span: SpanRecord, name: str | None) -> None:
+        self.span_id = span.span_id
+        self.start_ns = span.start_ns
+        self.end_ns = span.end_ns
+        self.name = name
+        # Whether its tool calls were recorded in the histogram (once, at the first finish after it arrived).
+        self.told = False
+
+    def holds(self, end_ns: int) -> bool:
+        return self.start_ns <= end_ns <= self.end_ns
+
+
 class _Trace:
-    __slots__ = ("changed", "has_tools", "judge", "kept", "last_seen", "last_step", "lock", "max_end_ns", "status",
-                 "trace_id", "tracked", "turns", "unread")
+    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "last_seen", "last_step",
+                 "lock", "max_end_ns", "peers", "status", "tool_ends", "trace_id", "tracked", "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge) -> None:
         self.trace_id = trace_id
@@ -243,6 +279,48 @@ class _Trace:
         # Made at the first model span; what could not be read, made at the first batch.
         self.turns: _Turns | None = None
         self.unread = UnreadTrace()
+        # Agent spans (in arrival order), the end times of judged tool calls, and the senders.
+        self.agents: list[_Agent] | None = None
+        # Agent span ids received (each counted once).
+        self.agent_ids: set[int] | None = None
+        self.tool_ends: list[int] | None = None
+        self.peers: list[str] | None = None
+        # (agent, conversation) the last tool span an event was made for names (read from the span then).
+        self.context: tuple[str | None, str | None] = (None, None)
+
+    def agent_at(self, end_ns: int) -> str | None:
+        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
+        best: _Agent | None = None
+        for agent in self.agents or ():
+            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
+                best = agent
+        return best.name if best is not None else None
+
+    def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
+        """(name, tool calls) of the agents not told yet; each call counts for its innermost agent."""
+        agents = self.agents
+        if not agents or all(a.told for a in agents):
+            return ()
+        if len(agents) == 1:
+            # One agent span (the usual trace): the calls its time holds.
+            only = agents[0]
+            only.told = True
+            start, end = only.start_ns, only.end_ns
+            return ((only.name, sum(1 for t in self.tool_ends or () if start <= t <= end)),)
+        counts = dict.fromkeys(range(len(agents)), 0)
+        for end in self.tool_ends or ():
+            best = -1
+            for i, agent in enumerate(agents):
+                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
+                    best = i
+            if best >= 0:
+                counts[best] += 1
+        out = []
+        for i, agent in enumerate(agents):
+            if not agent.told:
+                agent.told = True
+                out.append((agent.name, counts[i]))
+        return tuple(out)
 
 
 class TraceTable:
@@ -267,7 +345,12 @@ class TraceTable:
         self._max_trace_bytes = max_trace_bytes
         self._max_kept = max_kept_bytes
         # The configuration's redaction placeholders and user-defined conventions apply.
-        self._reader = StepReader(config=engine.config)
+        # The agent and conversation of a step are read only when an event is made (_event), not for every span.
+        self._reader = StepReader(config=engine.config, context=False)
+        #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
+        #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
+        #: traces opened from then on.
+        self.step_audit = False
         self._open: OrderedDict[int, _Trace] = OrderedDict()
         self._done: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
@@ -279,7 +362,7 @@ class TraceTable:
     # -- public ---------------------------------------------------------------
 
     def add(
-        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None
+        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None, peer: str = ""
     ) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace], list[str]]:
         """Take one request's spans.
 
@@ -287,8 +370,9 @@ class TraceTable:
             spans: the request's spans.
             now: the arrival time.
             unread: when given, the causes of unread input among the request's spans are appended to it (one per
-                reason, over all its traces): tool spans with content in attributes no convention reads, and
-                traces whose root arrived with GenAI spans but no readable tool call.
+                reason, over all its traces): tool spans with content in attributes no convention reads. (That a
+                trace has no readable tool call is known only when it finishes: see :attr:`FinishedTrace.unread`.)
+            peer: the sender (its host), remembered per trace (:attr:`FinishedTrace.peers`).
 
         Returns:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
@@ -307,8 +391,6 @@ class TraceTable:
             batch.spans += 1
             if span.end_ns > batch.max_end_ns:
                 batch.max_end_ns = span.end_ns
-            if span.parent_span_id is None:
-                batch.root = True
             attrs = span.attributes
             if not extractor.may_matter(attrs, span.name):
                 continue
@@ -318,7 +400,7 @@ class TraceTable:
             elif role == ROLE_AGENT:
                 batch.agents.append(span)
             else:
-                step = read(span)
+                step = read(span, role)
                 if step is not None:
                     batch.steps.append((step, span))
         events: list[VerdictEvent] = []
@@ -329,7 +411,7 @@ class TraceTable:
         counts = dict.fromkeys(_COUNTERS, 0)
         counts["spans"] = count
         for trace_id, batch in by_trace.items():
-            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes)
+            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes, peer)
         finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
         self._count(counts)
         self._trim_kept()
@@ -372,12 +454,14 @@ class TraceTable:
     # -- internals -------------------------------------------------------------
 
     def _take(self, trace_id: int, batch: _Batch, now: float, events: list[VerdictEvent], tools: list[str],
-              started: list[str], evicted: list[_Trace], counts: dict[str, int], notes: list[Unread]) -> None:
+              started: list[str], evicted: list[_Trace], counts: dict[str, int], notes: list[Unread],
+              peer: str) -> None:
         while True:
             with self._lock:
                 trace = self._open.get(trace_id) or self._done.get(trace_id)
                 if trace is None:
-                    trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True))
+                    trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True,
+                                                        step_audit=self.step_audit))
                     self._open[trace_id] = trace
                     self._evict_beyond_capacity(evicted)
             with trace.lock:
@@ -398,6 +482,11 @@ class TraceTable:
                         self._keeping.move_to_end(trace_id)
                 if reopened:
                     counts["late_spans"] += batch.spans
+                peers = trace.peers
+                if peers is None:
+                    trace.peers = [peer]
+                elif peer not in peers and len(peers) < MAX_PEERS:
+                    peers.append(peer)
                 delta = self._judge(trace, batch, reopened, events, tools, started, counts, notes)
                 if delta:
                     with self._lock:
@@ -412,7 +501,10 @@ class TraceTable:
         if batch.max_end_ns > trace.max_end_ns:
             trace.max_end_ns = batch.max_end_ns
             news = True
-        seen = UnreadTrace()
+        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
+        # trace directly.
+        seen: UnreadTrace | None = None
+        unread = trace.unread
         added = 0
         turns = trace.turns
         if batch.steps and not trace.has_tools and any(step.call is not None for step, _ in batch.steps):
@@ -425,15 +517,38 @@ class TraceTable:
                     trace.unread.set_derived(0)
                     news = True
         extractor = self._reader.extractor
+        if batch.agents:
+            ids = trace.agent_ids
+            if ids is None:
+                ids = trace.agent_ids = set()
+            agents = trace.agents
+            if agents is None:
+                agents = trace.agents = []
+            for span in batch.agents:
+                if span.span_id in ids:
+                    continue
+                if len(ids) < _MAX_MODEL_IDS:
+                    ids.add(span.span_id)
+                unread.model(span.attributes)
+                # Its attributes are final (the span ended): the calls it holds are named after it from now on.
+                if len(agents) < _MAX_AGENTS:
+                    agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+                news = True
+        add = judge.add
+        tool = unread.tool
         for step, span in batch.steps:
-            if judge.add(step):
+            if add(step):
                 added += 1
                 call = step.call
                 if call is not None:
-                    captured = call.arguments_captured and call.result_captured
-                    seen.tool(span.attributes, call.arguments_captured, call.result_captured,
-                              () if captured else [(name, ev) for name, _, ev in span.events],
-                              None if captured else extractor.convention(span.attributes, span.name))
+                    if call.arguments_captured and call.result_captured:
+                        tool(span.attributes, True, True)
+                    else:
+                        if seen is None:
+                            seen = UnreadTrace()
+                        seen.tool(span.attributes, call.arguments_captured, call.result_captured,
+                                  [(name, ev) for name, _, ev in span.events],
+                                  extractor.convention(span.attributes, span.name))
             else:
                 counts["duplicate_spans"] += 1
         if batch.models:
@@ -441,25 +556,14 @@ class TraceTable:
                 turns = trace.turns = _Turns()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, seen, counts)
-        for span in batch.agents:
-            ids = turns.ids if turns is not None else None
-            if ids is None:
-                turns = trace.turns = _Turns()
-                if trace.has_tools:
-                    turns.forget()
-                ids = turns.ids
-            if span.span_id not in ids:
-                if len(ids) < _MAX_MODEL_IDS:
-                    ids.add(span.span_id)
-                seen.model(span.attributes)
-        trace.unread.merge(seen)
-        for cause in seen.causes():
-            if cause.reason == UNKNOWN_ATTRIBUTES:
-                notes.append(cause)
-        if batch.root and (turns is None or not turns.judge.pending):
-            # Said when the trace's root arrives (it ends last): only then is "no tool call" known.
-            notes.extend(c for c in trace.unread.causes() if c.reason == NO_TOOL_CALLS)
+            added += self._turns(trace, turns, batch.models, reopened, unread, counts)
+        if seen is not None:
+            unread.merge(seen)
+            for cause in seen.causes():
+                # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
+                # arrive in any order, its root first as well as last.)
+                if cause.reason == UNKNOWN_ATTRIBUTES:
+                    notes.append(cause)
         if added or news:
             trace.changed = True
             if reopened and trace.tracked:
@@ -471,13 +575,18 @@ class TraceTable:
         told = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
             counts["reordered_traces"] += 1
+        ends = trace.tool_ends
         for step in judged:
             if step.call is not None:
                 counts["tool_calls"] += 1
                 tools.append(step.call.tool)
                 trace.last_step = step
+                if ends is None:
+                    ends = trace.tool_ends = []
+                if len(ends) < _MAX_TOOL_ENDS:
+                    ends.append(step.end_ns)
         for item in told:
-            events.append(self._event(trace, item))
+            events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:
             trace.tracked = True
             started.append(judge.verdict.kind)
@@ -605,9 +714,10 @@ class TraceTable:
             causes = tuple(trace.unread.causes())
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
-            return FinishedTrace(report, evicted, known_cost, trace.tracked, causes)
+            return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
+                                 trace.agent_calls())
 
-    def _event(self, trace: _Trace, judged: Judged) -> VerdictEvent:
+    def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
         step = judged.step
         if step is None:
             # A re-evaluation at the finish: attributed to the trace's last call.
@@ -616,9 +726,28 @@ class TraceTable:
         else:
             tool = step.call.tool if step.call is not None else None
         context = None
+        agent = conversation = None
         if step is not None:
             context = SpanContext(trace.trace_id, step.span_id, is_remote=True,
                                   trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            agent, conversation = step.agent, step.conversation
+            if step.origin != ORIGIN_DERIVED:
+                # A tool span's agent and conversation are read now, from the span when it is in this request (a
+                # step read from an earlier one has the trace's last ones).
+                span = batch.span(step.span_id) if batch is not None else None
+                if span is not None:
+                    attrs = span.attributes
+                    trace.context = (self._reader.extractor.agent_name(attrs, name=span.name),
+                                     conversation_id(attrs))
+                agent, conversation = trace.context
+            # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
+            # are final here, set at its start or after), else its own; a call derived from a model span after
+            # that span, else its agent span.
+            if trace.agents:
+                if step.origin == ORIGIN_DERIVED:
+                    agent = agent or trace.agent_at(step.end_ns)
+                else:
+                    agent = trace.agent_at(step.end_ns) or agent
         return VerdictEvent(
             trace_id=trace.trace_id,
             span_context=context,
@@ -626,8 +755,8 @@ class TraceTable:
             transition=judged.observation.transition,
             intervention=judged.observation.intervention,
             tool=tool,
-            agent=step.agent if step is not None else None,
-            conversation=step.conversation if step is not None else None,
+            agent=agent,
+            conversation=conversation,
             signature_digest=judged.observation.signature_digest,
             steps=judged.steps,
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),

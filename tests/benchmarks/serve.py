@@ -82,7 +82,7 @@ def make_bodies(traces: int, offset: int, protocol: str) -> tuple[list[bytes], i
     return bodies, len(spans)
 
 
-def _discard(spans: list[SpanRecord], body: bytes, content_type: str) -> None:
+def _discard(spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> None:
     pass
 
 

@@ -54,6 +54,7 @@ from otel_loopguard.serve.server import Server
 from otel_loopguard.serve.settings import ServeSettings
 from tests.benchmarks.serve import trace_spans
 from tests.benchmarks.serve_clients import EXPORT, PROTOBUF, Clients, Job, span_rate, summary
+from tests.serve._child import first_line, serve_argv
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.proto_spans import kv, request_bytes, tool_span
 
@@ -69,12 +70,12 @@ ATTACK_CALLS = 1000  # tool spans per trace of an out-of-order sender
 def _serve_child(repo: Path, receiver: RecordingOTLPReceiver) -> tuple[subprocess.Popen[str], int, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
     env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{receiver.endpoint}", "PYTHONPATH": str(repo)})
+    # The limit is set by the child itself: a preexec_fn would fork this process, which runs gRPC (tests/serve/_child.py).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_loopguard.cli", "serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
-         "--idle", "600"], cwd=repo, env=env, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT)))
+        serve_argv(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--idle", "600"], FILE_LIMIT),
+        cwd=repo, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    line = proc.stderr.readline()
+    line = first_line(proc.stderr)
     match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+)", line)
     assert match, line
     print(f"  serve: {line.strip()}")
@@ -243,7 +244,7 @@ def chunked(clients: Clients, rounds: int = 7, traces: int = 400) -> None:
     the decoded spans (judging would hide the difference in framing)."""
     received = [0]
 
-    def count_spans(spans: list[Any], body: bytes, content_type: str) -> None:
+    def count_spans(spans: list[Any], body: bytes, content_type: str, peer: str) -> None:
         received[0] += len(spans)
 
     receiver = OTLPHTTPServer(("127.0.0.1", 0), count_spans, lambda: None, ServeSettings())

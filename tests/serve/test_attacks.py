@@ -9,6 +9,7 @@ import resource
 import signal
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +20,6 @@ from ._support import FIXTURE_FILES, grpc_export, post, to_proto
 
 FILE_LIMIT = 1024
 HOLDERS = 1200  # more than the file limit: without a cap, accept() fails with EMFILE
-
-
-def _limit_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
 
 
 @pytest.fixture
@@ -37,10 +34,13 @@ def limited_serve() -> Iterator[tuple[int, int]]:
     with RecordingOTLPReceiver() as receiver:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{receiver.endpoint}"}
         args = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--idle", "600"]
-        with serve_command(args, env, preexec_fn=_limit_files) as (proc, line):
+        with serve_command(args, env, file_limit=FILE_LIMIT) as (proc, line):
             try:
                 match = re.search(r"grpc 127\.0\.0\.1:(\d+), http 127\.0\.0\.1:(\d+)", line)
                 assert match, line
+                limits = Path(f"/proc/{proc.pid}/limits")
+                if limits.exists():  # Linux: the limit the child set itself
+                    assert re.search(r"Max open files\s+1024\s+1024\s", limits.read_text())
                 yield int(match.group(1)), int(match.group(2))
             finally:
                 proc.send_signal(signal.SIGTERM)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import re
 import signal
 
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 
-from ._child import serve_command
+from ._child import first_line, serve_command
 from ._support import FIXTURE_FILES, post
 
 
@@ -38,3 +39,13 @@ def test_sigterm_drains_pending_verdict_and_exits_zero() -> None:
         assert records[0]["trace_id"] == "02361ef47c1be9228e741e6010d70a0d"
         names = {p["name"] for p in receiver.metric_points()}
         assert {"loopguard.verdicts", "loopguard.trace.steps", "loopguard.tool_calls"} <= names
+
+
+def test_serve_first_line_is_found_after_a_library_line() -> None:
+    """What gRPC's poller wrote first in a child forked from a process running gRPC (tests/serve/_child.py) is
+    skipped; an ended stream gives back what it held."""
+    grpc_line = ("E1203 22:55:00.055418   29389 ev_epoll1_linux.cc:373] (event_engine) Epoll1Poller:0x55fb99bcea90 "
+                 "encountered epoll_wait error: Bad file descriptor\n")
+    listening = "otel-loopguard serve: listening on grpc 127.0.0.1:1, http 127.0.0.1:2 (plain)\n"
+    assert first_line(io.StringIO(grpc_line + listening + "later\n")) == listening
+    assert first_line(io.StringIO(grpc_line)) == grpc_line

@@ -52,32 +52,45 @@ def _unread_points(h: Harness) -> dict[str, int]:
 
 
 def test_partial_success_on_every_transport(caplog: pytest.LogCaptureFixture) -> None:
-    """The same unreadable trace sent as OTLP/HTTP JSON, OTLP/HTTP protobuf and OTLP/gRPC (three trace ids): every
-    answer accepts every span and warns; the counter holds 3 * 6 spans; the cause is logged once."""
+    """The same unreadable trace sent as OTLP/HTTP JSON, OTLP/HTTP protobuf and OTLP/gRPC (three trace ids), each
+    finished before the next request. No answer warns about a trace still open (more spans may come); each finished
+    trace's warning goes in the next answer to its sender (127.0.0.1 on both transports), once; every answer accepts
+    every span; the counter holds 3 * 6 spans; the cause is logged once."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
     docs = [_with_trace_id(UNREADABLE, f"{i:032x}") for i in (1, 2, 3)]
     with Harness() as h:
         status, body, _ = post(h.server.http_port, json.dumps(docs[0]).encode(), "application/json")
-        assert status == 200
-        partial = json.loads(body)["partialSuccess"]
-        # OTLP/JSON writes int64 as a decimal string; 0 rejected: every span was accepted.
-        assert int(partial.get("rejectedSpans", 0)) == 0
-        messages = [partial["errorMessage"]]
+        # The trace is still open: nothing known yet, an empty answer.
+        assert (status, json.loads(body)) == (200, {})
+        h.server.finish_all()
+        messages = []
 
         status, body, _ = post(h.server.http_port, to_proto(docs[1]), "application/x-protobuf")
         assert status == 200
         response = trace_service_pb2.ExportTraceServiceResponse.FromString(body)
         assert response.HasField("partial_success") and response.partial_success.rejected_spans == 0
-        messages.append(response.partial_success.error_message)
+        messages.append(response.partial_success.error_message)  # about trace 1
+        h.server.finish_all()
 
         response = _grpc_response(h.server.grpc_port, to_proto(docs[2]))
         assert response.HasField("partial_success") and response.partial_success.rejected_spans == 0
-        messages.append(response.partial_success.error_message)
+        messages.append(response.partial_success.error_message)  # about trace 2
+        h.server.finish_all()
+
+        status, body, _ = post(h.server.http_port, b'{"resourceSpans": []}', "application/json")
+        assert status == 200
+        partial = json.loads(body)["partialSuccess"]
+        # OTLP/JSON writes int64 as a decimal string; 0 rejected: every span was accepted.
+        assert int(partial.get("rejectedSpans", 0)) == 0
+        messages.append(partial["errorMessage"])  # about trace 3
+
+        # Told once: the next answer is empty again.
+        status, body, _ = post(h.server.http_port, b'{"resourceSpans": []}', "application/json")
+        assert (status, json.loads(body)) == (200, {})
 
         for message in messages:
             assert "6 GenAI span(s) but no tool call could be read" in message
             assert "SPAN_ONLY" in message and README_SECTION in message
-        h.server.finish_all()
         assert h.wait_reports(3)
         assert _unread_points(h) == {NO_TOOL_CALLS: 18}
         for report in h.reports:
