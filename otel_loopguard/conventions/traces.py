@@ -74,12 +74,13 @@ class StepReader:
             ``max_argument_bytes`` wins over the argument).
     """
 
-    __slots__ = ("_context", "_extract", "_extractor")
+    __slots__ = ("_call_of", "_context", "_extractor", "_read_role")
 
     def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True,
                  config: LoopGuardConfig | None = None) -> None:
         self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
-        self._extract = self._extractor.tool_call
+        self._read_role = self._extractor.read_role
+        self._call_of = self._extractor.call_of
         self._context = context
 
     @property
@@ -90,40 +91,21 @@ class StepReader:
     def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
         """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
         for deriving calls when the trace has no tool span), or None for any other span."""
-        attrs = span.attributes
-        extractor = self._extractor
-        if not extractor.may_matter(attrs, span.name):
-            return None
-        if extractor.span_role(attrs, span.name) == ROLE_LLM:
-            return extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                        span.end_ns, messages=messages, context=self._context)
-        return self.step(span)
+        role, row = self._read_role(span.attributes, span.name)
+        if role == ROLE_TOOL:
+            return self._tool_step(span, row)
+        if role == ROLE_LLM:
+            return self._extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id,
+                                              span.start_ns, span.end_ns, messages=messages, context=self._context)
+        return None
 
     def step(self, span: SpanRecord) -> Step | None:
         """The step of one span: a tool call, a model call with token usage, or None for any other span."""
-        attrs = span.attributes
-        extractor = self._extractor
-        if not extractor.may_matter(attrs, span.name):
-            return None
-        role = extractor.span_role(attrs, span.name)
+        role, row = self._read_role(span.attributes, span.name)
         if role == ROLE_TOOL:
-            events = span.events
-            call = self._extract(
-                attrs, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
-                ((name, ev_attrs) for name, _, ev_attrs in events) if events else (),
-            )
-            context = self._context
-            return Step(
-                span_id=span.span_id,
-                parent_span_id=span.parent_span_id,
-                start_ns=span.start_ns,
-                end_ns=span.end_ns,
-                call=call,
-                agent=extractor.agent_name(attrs, name=span.name) if context else None,
-                conversation=conversation_id(attrs) if context else None,
-                origin=tool_origin(attrs),
-            )
+            return self._tool_step(span, row)
         if role == ROLE_LLM:
+            attrs = span.attributes
             usage = llm_usage(attrs)
             if usage is None:
                 return None
@@ -135,10 +117,38 @@ class StepReader:
                 end_ns=span.end_ns,
                 model=usage[0],
                 usage=usage[1],
-                agent=extractor.agent_name(attrs, name=span.name) if context else None,
+                agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
                 conversation=conversation_id(attrs) if context else None,
             )
         return None
+
+    def _tool_step(self, span: SpanRecord, row: Any) -> Step:
+        attrs = span.attributes
+        name = span.name
+        events = span.events
+        call = self._call_of(
+            row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
+        )
+        if self._context:
+            return Step(
+                span_id=span.span_id,
+                parent_span_id=span.parent_span_id,
+                start_ns=span.start_ns,
+                end_ns=span.end_ns,
+                call=call,
+                agent=self._extractor.agent_name(attrs, name=name),
+                conversation=conversation_id(attrs),
+                origin=tool_origin(attrs),
+            )
+        return Step(
+            span_id=span.span_id,
+            parent_span_id=span.parent_span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            call=call,
+            origin=tool_origin(attrs),
+        )
 
 
 _TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
@@ -260,9 +270,12 @@ class TraceCollector:
                 self._bytes += judge.kept_bytes - before
                 call = step.call
                 if call is not None:
-                    held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
-                                     [(name, ev) for name, _, ev in span.events],
-                                     self._reader.extractor.convention(span.attributes, span.name))
+                    if call.arguments_captured and call.result_captured:
+                        held.unread.tool_read()
+                    else:
+                        held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
+                                         [(name, ev) for name, _, ev in span.events],
+                                         self._reader.extractor.convention(span.attributes, span.name))
                 if not held.tools:
                     held.tools = True
                     self._drop_messages(held)

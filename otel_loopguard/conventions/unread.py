@@ -157,6 +157,10 @@ class UnreadTrace:
             if len(self._unknown) < 4 * MAX_KEYS:
                 self._unknown.update(keys)
 
+    def tool_read(self) -> None:
+        """One tool span read whose arguments and result were both found (:meth:`tool`'s cheap case)."""
+        self._tool_calls += 1
+
     def model(self, attrs: Mapping[str, Any]) -> None:
         """One model or agent span."""
         self._model_spans += 1
