@@ -152,7 +152,28 @@ class _Plan:
         self.values: Callable[[Mapping[str, Any]], Any] = itemgetter(*compared) if compared else _nothing
         #: The span has an attribute of :attr:`_Table.markers` (see :func:`may_matter`).
         self.marked = marked
-        self.hits: BoundedCache[Any, _Hit | dict[tuple[bool, ...], _Hit]] = BoundedCache(_HITS_PER_PLAN)
+        self.hits: BoundedCache[Any, _Hit | _ByName] = BoundedCache(_HITS_PER_PLAN)
+
+
+class _ByName(BoundedCache[str, _Hit]):
+    """Answers that depend on the span name (a row testing it was reached): by name, and by the name's tests.
+
+    Span names are few in practice (one per tool or model), so the name itself is the first key; a name not seen
+    yet costs its tests (each prefix and name of the table's conditions), which decide as well as the name does.
+    """
+
+    __slots__ = ("by_tests",)
+
+    def __init__(self, tests: tuple[bool, ...], hit: _Hit) -> None:
+        super().__init__(_HITS_PER_PLAN)
+        self.by_tests = {tests: hit}
+
+    def decide(self, table: _Table, attrs: Mapping[str, Any], name: str) -> _Hit:
+        tests = table._name_tests(name)
+        hit = self.by_tests.get(tests)
+        if hit is None:
+            hit = self.by_tests[tests] = table._scan(attrs, name)[0]
+        return self.put(name, hit)
 
 
 def _nothing(attrs: Mapping[str, Any]) -> tuple[()]:
@@ -173,7 +194,7 @@ class _Table:
         self.rows = rows
         #: Every row in the order tried, with its answer.
         self._rows: tuple[tuple[_Conditions, _Hit], ...] = (
-            *(((r.conditions, (None if r.convention.not_a_call else ROLE_TOOL, r)) for r in rows)),
+            *((r.conditions, (None if r.convention.not_a_call else ROLE_TOOL, r)) for r in rows),
             *(((c, (ROLE_AGENT, a)) for c, a in _AGENT_ROWS)),
             *(((c, (ROLE_LLM, m)) for c, m in _MODEL_ROWS)),
         )
@@ -229,17 +250,16 @@ class _Table:
         else:
             if hit is None:
                 hit, by_name = self._scan(attrs, name)
-                plan.hits.put(values, {self._name_tests(name): hit} if by_name else hit)
-            elif hit.__class__ is dict:
-                tests = self._name_tests(name)
-                known = hit.get(tests)  # type: ignore[union-attr]
-                if known is None:
-                    known = hit[tests] = self._scan(attrs, name)[0]  # type: ignore[index]
-                hit = known
+                if by_name:
+                    plan.hits.put(values, _ByName(self._name_tests(name), hit))
+                else:
+                    plan.hits.put(values, hit)
+            elif isinstance(hit, _ByName):
+                hit = hit.get(name) or hit.decide(self, attrs, name)
         # Callers ask about one span several times in a row (its role, then its call): keep the last answer, with
         # a reference to the attributes so their id cannot be reused meanwhile.
-        self._last = (attrs, name, hit, plan.marked)  # type: ignore[assignment]
-        return hit, plan.marked  # type: ignore[return-value]
+        self._last = (attrs, name, hit, plan.marked)
+        return hit, plan.marked
 
     def _name_tests(self, name: str) -> tuple[bool, ...]:
         return (*[name.startswith(p) for p in self._name_prefixes], *[name == e for e in self._name_equals])

@@ -93,7 +93,7 @@ class StepReader:
         for deriving calls when the trace has no tool span), or None for any other span."""
         role, row = self._read_role(span.attributes, span.name)
         if role == ROLE_TOOL:
-            return self._tool_step(span, row)
+            return self.tool_step(span, row)
         if role == ROLE_LLM:
             return self._extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id,
                                               span.start_ns, span.end_ns, messages=messages, context=self._context)
@@ -103,7 +103,7 @@ class StepReader:
         """The step of one span: a tool call, a model call with token usage, or None for any other span."""
         role, row = self._read_role(span.attributes, span.name)
         if role == ROLE_TOOL:
-            return self._tool_step(span, row)
+            return self.tool_step(span, row)
         if role == ROLE_LLM:
             attrs = span.attributes
             usage = llm_usage(attrs)
@@ -122,7 +122,8 @@ class StepReader:
             )
         return None
 
-    def _tool_step(self, span: SpanRecord, row: Any) -> Step:
+    def tool_step(self, span: SpanRecord, row: Any) -> Step:
+        """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
         attrs = span.attributes
         name = span.name
         events = span.events
@@ -204,6 +205,7 @@ class TraceCollector:
                  max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
         self.engine = engine
         self._reader = StepReader(context=False, config=engine.config)
+        self._read_role = self._reader.extractor.read_role
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
@@ -252,16 +254,10 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
-        step = self._reader.read(span, messages=not held.tools)
-        if isinstance(step, Turn):
-            if self._add_turn(held, step):
-                held.unread.model(span.attributes)
-        elif step is None:
-            if (span.attributes and span.span_id not in held.turn_ids
-                    and self._reader.extractor.span_role(span.attributes, span.name) == ROLE_AGENT):
-                held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
-                held.unread.model(span.attributes)
-        else:
+        attrs = span.attributes
+        role, row = self._read_role(attrs, span.name)
+        if role == ROLE_TOOL:
+            step = self._reader.tool_step(span, row)
             judge = held.judge
             if judge is None:
                 judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
@@ -273,14 +269,23 @@ class TraceCollector:
                     if call.arguments_captured and call.result_captured:
                         held.unread.tool_read()
                     else:
-                        held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
+                        held.unread.tool(attrs, call.arguments_captured, call.result_captured,
                                          [(name, ev) for name, _, ev in span.events],
-                                         self._reader.extractor.convention(span.attributes, span.name))
+                                         self._reader.extractor.convention(attrs, span.name))
                 if not held.tools:
                     held.tools = True
                     self._drop_messages(held)
             else:
                 self.duplicates += 1
+        elif role == ROLE_LLM:
+            turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
+                                                     span.start_ns, span.end_ns, messages=not held.tools,
+                                                     context=False)
+            if turn is not None and self._add_turn(held, turn):
+                held.unread.model(attrs)
+        elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
+            held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
+            held.unread.model(attrs)
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
