@@ -221,45 +221,43 @@ class _Table:
     def classify(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """The role and row of a span."""
         last = self._last
-        if last is not None and last[0] is attrs and last[1] == name:
-            return last[2]
-        return self._classify(attrs, name)[0]
+        if last is None or last[0] is not attrs or last[1] != name:
+            self.read_hit(attrs, name)
+            last = self._last
+            assert last is not None
+        return last[2]
 
     def read_hit(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """Like :meth:`classify`, for a span that passes :func:`may_matter`; no role for any other."""
         last = self._last
-        if last is None or last[0] is not attrs or last[1] != name:
-            hit, marked = self._classify(attrs, name)
-        else:
+        if last is not None and last[0] is attrs and last[1] == name:
             hit, marked = last[2], last[3]
+        else:
+            keys = tuple(attrs)
+            plan = self._plans.get(keys)
+            if plan is None:
+                plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
+                                                   not self.markers.isdisjoint(keys)))
+            values = plan.values(attrs)
+            try:
+                known = plan.hits.get(values)
+            except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
+                hit = self._scan(attrs, name)[0]
+            else:
+                if known is None:
+                    hit, by_name = self._scan(attrs, name)
+                    plan.hits.put(values, _ByName(self._name_tests(name), hit) if by_name else hit)
+                elif isinstance(known, _ByName):
+                    hit = known.get(name) or known.decide(self, attrs, name)
+                else:
+                    hit = known
+            marked = plan.marked
+            # Callers ask about one span several times in a row (its role, then its call): keep the last answer,
+            # with a reference to the attributes so their id cannot be reused meanwhile.
+            self._last = (attrs, name, hit, marked)
         if marked or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX):
             return hit
         return _NO_HIT
-
-    def _classify(self, attrs: Mapping[str, Any], name: str) -> tuple[_Hit, bool]:
-        keys = tuple(attrs)
-        plan = self._plans.get(keys)
-        if plan is None:
-            plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
-                                               not self.markers.isdisjoint(keys)))
-        values = plan.values(attrs)
-        try:
-            hit = plan.hits.get(values)
-        except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
-            hit = self._scan(attrs, name)[0]
-        else:
-            if hit is None:
-                hit, by_name = self._scan(attrs, name)
-                if by_name:
-                    plan.hits.put(values, _ByName(self._name_tests(name), hit))
-                else:
-                    plan.hits.put(values, hit)
-            elif isinstance(hit, _ByName):
-                hit = hit.get(name) or hit.decide(self, attrs, name)
-        # Callers ask about one span several times in a row (its role, then its call): keep the last answer, with
-        # a reference to the attributes so their id cannot be reused meanwhile.
-        self._last = (attrs, name, hit, plan.marked)
-        return hit, plan.marked
 
     def _name_tests(self, name: str) -> tuple[bool, ...]:
         return (*[name.startswith(p) for p in self._name_prefixes], *[name == e for e in self._name_equals])
@@ -500,6 +498,10 @@ class Extractor:
         self._table = _Table(user + _BUILTIN_ROWS) if user else _Table(_BUILTIN_ROWS)
         #: Attribute keys at least one of which every span that may matter carries (user conventions included).
         self.marker_keys = self._table.markers
+        #: ``read_role(attrs, name)``: the role of a span that passes :meth:`may_matter` (None for any other span)
+        #: and what reads it, in one classification, for the readers of decoded spans: pass the second item to
+        #: :meth:`call_of` for a tool span instead of classifying the span again.
+        self.read_role: Callable[[Mapping[str, Any], str], tuple[str | None, Any]] = self._table.read_hit
 
     @classmethod
     def from_config(cls: type[_E], config: LoopGuardConfig) -> _E:
@@ -520,20 +522,6 @@ class Extractor:
     def span_role(self, attrs: Mapping[str, Any], name: str = "") -> str | None:
         """The role of a span (tool, llm or agent), user-defined conventions included."""
         return self._table.classify(attrs, name)[0]
-
-    def read_role(self, attrs: Mapping[str, Any], name: str) -> tuple[str | None, Any]:
-        """The role of a span that passes :meth:`may_matter` (None for any other span), and what reads it.
-
-        One classification for the readers of decoded spans: pass the second item to :meth:`call_of` (a tool span)
-        instead of classifying the span again.
-        """
-        return self._table.read_hit(attrs, name)
-
-    def call_of(self, row: Any, attrs: Mapping[str, Any], span_name: str, start_ns: int | None, end_ns: int | None,
-                status_error: bool = False, status_message: str | None = None,
-                events: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> ToolCall:
-        """A tool span as a :class:`ToolCall`, read in the row :meth:`read_role` gave with the role tool."""
-        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
     def convention(self, attrs: Mapping[str, Any], name: str = "") -> Convention | None:
         """The convention a tool span is read in (user-defined ones first), or None."""
@@ -562,7 +550,7 @@ class Extractor:
         span name).
         """
         row = self._table.tool_row(attrs, span_name) or _GENAI_ROW
-        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+        return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
     def read_tool(
         self,
@@ -578,11 +566,12 @@ class Extractor:
         row = self._table.tool_row(attrs, span_name)
         if row is None or row.convention.not_a_call:
             return None
-        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+        return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
-    def _read(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None, end_ns: int | None,
-              status_error: bool, status_message: str | None,
-              events: Iterable[tuple[str, Mapping[str, Any]]]) -> ToolCall:
+    def call_of(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None,
+                end_ns: int | None, status_error: bool = False, status_message: str | None = None,
+                events: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> ToolCall:
+        """A tool span as a :class:`ToolCall`, read in the row :attr:`read_role` gave with the role tool."""
         ev: list[tuple[str, Mapping[str, Any]]] | None = None
         if row.events or status_error:
             ev = list(events)
