@@ -131,23 +131,15 @@ class StepReader:
             row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
-        if self._context:
-            return Step(
-                span_id=span.span_id,
-                parent_span_id=span.parent_span_id,
-                start_ns=span.start_ns,
-                end_ns=span.end_ns,
-                call=call,
-                agent=self._extractor.agent_name(attrs, name=name),
-                conversation=conversation_id(attrs),
-                origin=tool_origin(attrs),
-            )
+        context = self._context
         return Step(
             span_id=span.span_id,
             parent_span_id=span.parent_span_id,
             start_ns=span.start_ns,
             end_ns=span.end_ns,
             call=call,
+            agent=self._extractor.agent_name(attrs, name=name) if context else None,
+            conversation=conversation_id(attrs) if context else None,
             origin=tool_origin(attrs),
         )
 
