@@ -24,8 +24,10 @@ from operator import attrgetter
 from typing import Any
 
 from ..core.config import LoopGuardConfig
+from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
+from ..core.model import ToolCall
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -105,32 +107,24 @@ class StepReader:
         if role == ROLE_TOOL:
             return self.tool_step(span, row)
         if role == ROLE_LLM:
-            attrs = span.attributes
-            usage = llm_usage(attrs)
+            usage = llm_usage(span.attributes)
             if usage is None:
                 return None
-            context = self._context
-            return Step(
-                span_id=span.span_id,
-                parent_span_id=span.parent_span_id,
-                start_ns=span.start_ns,
-                end_ns=span.end_ns,
-                model=usage[0],
-                usage=usage[1],
-                agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
-                conversation=conversation_id(attrs) if context else None,
-            )
+            return self._step(span, model=usage[0], usage=usage[1])
         return None
 
     def tool_step(self, span: SpanRecord, row: Any) -> Step:
         """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
-        attrs = span.attributes
-        name = span.name
         events = span.events
         call = self._call_of(
-            row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
+        return self._step(span, call=call, origin=tool_origin(span.attributes))
+
+    def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
+              usage: Usage | None = None, origin: str = "") -> Step:
+        attrs = span.attributes
         context = self._context
         return Step(
             span_id=span.span_id,
@@ -138,9 +132,11 @@ class StepReader:
             start_ns=span.start_ns,
             end_ns=span.end_ns,
             call=call,
-            agent=self._extractor.agent_name(attrs, name=name) if context else None,
+            model=model,
+            usage=usage,
+            agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
             conversation=conversation_id(attrs) if context else None,
-            origin=tool_origin(attrs),
+            origin=origin,
         )
 
 
