@@ -259,6 +259,13 @@ class _Table:
             return hit
         return _NO_HIT
 
+    def marked(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """:func:`may_matter` with the table's markers, from the span's classification."""
+        self.read_hit(attrs, name)
+        last = self._last
+        assert last is not None
+        return last[3] or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+
     def _name_tests(self, name: str) -> tuple[bool, ...]:
         return (*[name.startswith(p) for p in self._name_prefixes], *[name == e for e in self._name_equals])
 
@@ -516,8 +523,11 @@ class Extractor:
     # -- roles -------------------------------------------------------------------------------------------------------
 
     def may_matter(self, attrs: Mapping[str, Any], name: str) -> bool:
-        """Whether a span may be a tool, model or agent span (a cheap pre-filter)."""
-        return may_matter(attrs, name, self.marker_keys)
+        """Whether a span may be a tool, model or agent span (:func:`may_matter` with this extractor's markers).
+
+        Answered by the span's classification, which is kept for the :meth:`span_role` and reading that follow.
+        """
+        return self._table.marked(attrs, name)
 
     def span_role(self, attrs: Mapping[str, Any], name: str = "") -> str | None:
         """The role of a span (tool, llm or agent), user-defined conventions included."""
