@@ -220,51 +220,47 @@ class _Table:
 
     def classify(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """The role and row of a span."""
-        last = self._last
-        if last is None or last[0] is not attrs or last[1] != name:
-            self.read_hit(attrs, name)
-            last = self._last
-            assert last is not None
-        return last[2]
+        return self._lookup(attrs, name)[0]
 
     def read_hit(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """Like :meth:`classify`, for a span that passes :func:`may_matter`; no role for any other."""
-        last = self._last
-        if last is not None and last[0] is attrs and last[1] == name:
-            hit, marked = last[2], last[3]
-        else:
-            keys = tuple(attrs)
-            plan = self._plans.get(keys)
-            if plan is None:
-                plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
-                                                   not self.markers.isdisjoint(keys)))
-            values = plan.values(attrs)
-            try:
-                known = plan.hits.get(values)
-            except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
-                hit = self._scan(attrs, name)[0]
-            else:
-                if known is None:
-                    hit, by_name = self._scan(attrs, name)
-                    plan.hits.put(values, _ByName(self._name_tests(name), hit) if by_name else hit)
-                elif isinstance(known, _ByName):
-                    hit = known.get(name) or known.decide(self, attrs, name)
-                else:
-                    hit = known
-            marked = plan.marked
-            # Callers ask about one span several times in a row (its role, then its call): keep the last answer,
-            # with a reference to the attributes so their id cannot be reused meanwhile.
-            self._last = (attrs, name, hit, marked)
+        hit, marked = self._lookup(attrs, name)
         if marked or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX):
             return hit
         return _NO_HIT
 
     def marked(self, attrs: Mapping[str, Any], name: str) -> bool:
         """:func:`may_matter` with the table's markers, from the span's classification."""
-        self.read_hit(attrs, name)
+        return self._lookup(attrs, name)[1] or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+
+    def _lookup(self, attrs: Mapping[str, Any], name: str) -> tuple[_Hit, bool]:
+        """The role and row of a span, and whether it has one of :attr:`markers`."""
+        # Callers ask about one span several times in a row (its role, then its call): the last answer is kept,
+        # with a reference to the attributes so their id cannot be reused meanwhile. Threads may share the table
+        # (serve reads requests in parallel): the answer is always taken from one snapshot of it.
         last = self._last
-        assert last is not None
-        return last[3] or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+        if last is not None and last[0] is attrs and last[1] == name:
+            return last[2], last[3]
+        keys = tuple(attrs)
+        plan = self._plans.get(keys)
+        if plan is None:
+            plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
+                                               not self.markers.isdisjoint(keys)))
+        values = plan.values(attrs)
+        try:
+            known = plan.hits.get(values)
+        except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
+            hit = self._scan(attrs, name)[0]
+        else:
+            if known is None:
+                hit, by_name = self._scan(attrs, name)
+                plan.hits.put(values, _ByName(self._name_tests(name), hit) if by_name else hit)
+            elif isinstance(known, _ByName):
+                hit = known.get(name) or known.decide(self, attrs, name)
+            else:
+                hit = known
+        self._last = (attrs, name, hit, plan.marked)
+        return hit, plan.marked
 
     def _name_tests(self, name: str) -> tuple[bool, ...]:
         return (*[name.startswith(p) for p in self._name_prefixes], *[name == e for e in self._name_equals])
