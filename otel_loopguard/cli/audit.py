@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import re
 import sys
@@ -68,6 +69,11 @@ def run(args: argparse.Namespace) -> int:
     color = sys.stdout.isatty() and not args.json
     write = _escaping_writer(sys.stdout)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    # The cyclic garbage collector stays paused for the whole command, not only while traces are collected and
+    # judged (see TraceCollector): re-enabled in between, its first pass walked every object held so far, once
+    # after the input was read and once after the traces were judged.
+    paused = gc.isenabled()
+    gc.disable()
     try:
         for item in audit_paths(args.files, config, options):
             if isinstance(item, InputError):
@@ -89,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.write("otel-loopguard: interrupted\n")
         return EXIT_INTERRUPTED
+    finally:
+        if paused:
+            gc.enable()
     sys.stdout.flush()
     if progress:
         progress.clear()

@@ -21,6 +21,7 @@ def _dumps(value: Any) -> str:
 
 
 def _inner_args(doc: Mapping[str, Any]) -> Any:
+    # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
     inputs = doc.get("inputs")
     if inputs is not None and ("input_str" in doc or "metadata" in doc or "tags" in doc):
         return inputs
@@ -28,22 +29,6 @@ def _inner_args(doc: Mapping[str, Any]) -> Any:
         # No structured inputs: the repr string is the best stable form of the arguments.
         return doc["input_str"]
     return doc
-
-
-def _langchain_inputs(value: Any, parse: Parse) -> Any:
-    # OpenLLMetry on LangChain/LangGraph: {"input_str": repr, "tags", "metadata", "inputs": {...real...}, "kwargs"}.
-    if value.__class__ is str:
-        if '"input_str"' not in value and '"inputs"' not in value:
-            return value
-        doc = parse(value)
-        if isinstance(doc, dict):
-            inner = _inner_args(doc)
-            if inner is not doc:
-                return inner if isinstance(inner, str) else _dumps(inner)
-        return value
-    if isinstance(value, Mapping):
-        return _inner_args(value)
-    return value
 
 
 def _inner_result(doc: Mapping[str, Any]) -> Any:
@@ -66,20 +51,38 @@ def _inner_result(doc: Mapping[str, Any]) -> Any:
     return doc
 
 
-def _tool_message(value: Any, parse: Parse) -> Any:
-    # Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
-    if value.__class__ is str:
-        if '"tool_call_id"' not in value and '"kwargs"' not in value:
+def _object_envelope(inner: Callable[[Mapping[str, Any]], Any], markers: tuple[str, str],
+                     as_text: bool) -> Callable[[Any, Parse], Any]:
+    """An envelope that is a JSON object (as text or as a mapping) whose ``inner`` part is the value.
+
+    Args:
+        inner: the value inside a parsed object, or the object itself when it is not this envelope.
+        markers: quoted keys one of which the text of such an object must contain (a test before parsing).
+        as_text: an inner value found in text is given back as JSON text (a string stays itself).
+    """
+    first, second = markers
+
+    def unwrap(value: Any, parse: Parse) -> Any:
+        if value.__class__ is str:
+            if first not in value and second not in value:
+                return value
+            doc = parse(value)
+            if isinstance(doc, dict):
+                found = inner(doc)
+                if found is not doc:
+                    return _dumps(found) if as_text and not isinstance(found, str) else found
             return value
-        doc = parse(value)
-        if isinstance(doc, dict):
-            inner = _inner_result(doc)
-            if inner is not doc:
-                return inner
+        if isinstance(value, Mapping):
+            return inner(value)
         return value
-    if isinstance(value, Mapping):
-        return _inner_result(value)
-    return value
+
+    return unwrap
+
+
+# OpenLLMetry on LangChain/LangGraph: only the structured inputs are the call's arguments.
+_langchain_inputs = _object_envelope(_inner_args, ('"input_str"', '"inputs"'), as_text=True)
+# Serialised LangChain ToolMessages carry a per-call tool_call_id; only the content is evidence.
+_tool_message = _object_envelope(_inner_result, ('"tool_call_id"', '"kwargs"'), as_text=False)
 
 
 def _json_string(value: Any, parse: Parse) -> Any:

@@ -9,7 +9,8 @@ and the configured placeholders (``redacted_values``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from ..core.cache import BoundedCache
@@ -46,9 +47,10 @@ def _loads(text: str) -> Any:
 
 # A condition: (kind, key, values). Kinds: attribute equals one of values, attribute present, name prefix, name equals.
 _EQ, _HAS, _PREFIX, _NAME = 0, 1, 2, 3
+_Conditions = tuple[tuple[int, str, frozenset[str]], ...]
 
 
-def _conditions(when: tuple[When, ...]) -> tuple[tuple[int, str, frozenset[str]], ...]:
+def _conditions(when: tuple[When, ...]) -> _Conditions:
     out: list[tuple[int, str, frozenset[str]]] = []
     for c in when:
         if c.span_name_prefix:
@@ -62,25 +64,7 @@ def _conditions(when: tuple[When, ...]) -> tuple[tuple[int, str, frozenset[str]]
     return tuple(out)
 
 
-def _holds(conditions: tuple[tuple[int, str, frozenset[str]], ...], attrs: Mapping[str, Any], name: str) -> bool:
-    for kind, key, values in conditions:
-        if kind == _EQ:
-            value = attrs.get(key)
-            # SDK attributes and OTLP kvlists may hold dicts, which are unhashable: only strings can match.
-            if value is None or value.__class__ is not str or value not in values:
-                return False
-        elif kind == _HAS:
-            if key not in attrs:
-                return False
-        elif kind == _PREFIX:
-            if not name.startswith(key):
-                return False
-        elif name != key:
-            return False
-    return True
-
-
-def _marker(conditions: tuple[tuple[int, str, frozenset[str]], ...]) -> str | None:
+def _marker(conditions: _Conditions) -> str | None:
     # One attribute every span of the row must have (a cheap pre-filter for "may this span matter?").
     for kind, key, _ in conditions:
         if kind in (_EQ, _HAS):
@@ -95,11 +79,33 @@ def _plain_keys(sources: tuple[Source, ...]) -> tuple[str, ...] | None:
     return None
 
 
+class _Part:
+    """Where a row reads one part of a call that may be unrecorded (arguments or result), and its envelopes.
+
+    Attributes:
+        keys: the attributes, when every source is a plain attribute (read inline), else None.
+        sources: every source, first present wins.
+        envelopes: envelopes peeled off the value, the first that applies wins.
+        objects: an object whose every value is a placeholder is unrecorded too (arguments: ``{"q": "[REDACTED]"}``).
+        recheck: a value found in an envelope may itself be a placeholder (results).
+    """
+
+    __slots__ = ("envelopes", "keys", "objects", "recheck", "sources")
+
+    def __init__(self, sources: tuple[Source, ...], envelopes: tuple[str, ...], *, objects: bool,
+                 recheck: bool) -> None:
+        self.sources = sources
+        self.keys = _plain_keys(sources)
+        self.envelopes = tuple(ENVELOPES[e] for e in envelopes)
+        self.objects = objects
+        self.recheck = recheck
+
+
 class _Row:
     """A :class:`~.table.Convention` compiled for reading."""
 
-    __slots__ = ("agent", "args", "args_keys", "call_id", "conditions", "convention", "error", "error_keys",
-                 "events", "name", "result", "result_keys", "tool", "tool_key", "unwrap_args", "unwrap_result")
+    __slots__ = ("agent", "args", "call_id", "conditions", "convention", "error", "error_keys", "events", "name",
+                 "result", "tool", "tool_key")
 
     def __init__(self, convention: Convention) -> None:
         self.convention = convention
@@ -109,17 +115,14 @@ class _Row:
         first = self.tool[0]
         # The first tool-name source, when it is a plain attribute (read inline; the rest only when it is absent).
         self.tool_key = first.attribute if _plain_keys((first,)) is not None else None
-        self.args = convention.arguments
-        self.args_keys = _plain_keys(self.args)
-        self.result = convention.result
-        self.result_keys = _plain_keys(self.result)
+        self.args = _Part(convention.arguments, convention.unwrap_arguments, objects=True, recheck=False)
+        self.result = _Part(convention.result, convention.unwrap_result, objects=False, recheck=True)
         self.error = convention.error
         self.error_keys = _plain_keys(self.error)
         self.call_id = convention.call_id
         self.agent = convention.agent_name
-        self.unwrap_args = tuple(ENVELOPES[e] for e in convention.unwrap_arguments)
-        self.unwrap_result = tuple(ENVELOPES[e] for e in convention.unwrap_result)
-        self.events = any(s.event for s in (*self.args, *self.result, *self.error, *self.tool, *self.call_id))
+        self.events = any(s.event for s in (*convention.arguments, *convention.result, *self.error, *self.tool,
+                                             *self.call_id))
 
 
 _AGENT_ROWS = tuple((_conditions(a.when), a) for a in AGENT_SPANS)
@@ -129,75 +132,159 @@ _MODEL_ROWS = tuple((_conditions(m.when), m) for m in MODEL_SPANS)
 #: model convention; a tool row with role None is a span that is recognised and is not a call).
 _Hit = tuple[str | None, "_Row | AgentSpans | ModelSpans | None"]
 _NO_HIT: _Hit = (None, None)
-_CLASSIFY_CACHE = 4096
+# Attribute key sets remembered, and answers per key set (values of the compared attributes, span name tests).
+_PLANS = 1024
+_HITS_PER_PLAN = 256
+
+
+class _Plan:
+    """The classification of spans with one set of attribute keys (in one order).
+
+    Which rows' presence conditions hold, and which compared attributes are there, depend only on the keys: what is
+    left to look at per span is the values of those attributes (:attr:`values`), and the span name only when a row
+    that tests it was reached for those values (then :attr:`hits` holds a dict by the name's tests).
+    """
+
+    __slots__ = ("hits", "marked", "values")
+
+    def __init__(self, compared: tuple[str, ...], marked: bool) -> None:
+        #: The values of the compared attributes the span has (a tuple, one value, or () for none).
+        self.values: Callable[[Mapping[str, Any]], Any] = itemgetter(*compared) if compared else _nothing
+        #: The span has an attribute of :attr:`_Table.markers` (see :func:`may_matter`).
+        self.marked = marked
+        self.hits: BoundedCache[Any, _Hit | _ByName] = BoundedCache(_HITS_PER_PLAN)
+
+
+class _ByName(BoundedCache[str, _Hit]):
+    """Answers that depend on the span name (a row testing it was reached): by name, and by the name's tests.
+
+    Span names are few in practice (one per tool or model), so the name itself is the first key; a name not seen
+    yet costs its tests (each prefix and name of the table's conditions), which decide as well as the name does.
+    """
+
+    __slots__ = ("by_tests",)
+
+    def __init__(self, tests: tuple[bool, ...], hit: _Hit) -> None:
+        super().__init__(_HITS_PER_PLAN)
+        self.by_tests = {tests: hit}
+
+    def decide(self, table: _Table, attrs: Mapping[str, Any], name: str) -> _Hit:
+        tests = table._name_tests(name)
+        hit = self.by_tests.get(tests)
+        if hit is None:
+            hit = self.by_tests[tests] = table._scan(attrs, name)[0]
+        return self.put(name, hit)
+
+
+def _nothing(attrs: Mapping[str, Any]) -> tuple[()]:
+    return ()
 
 
 class _Table:
     """Tool rows (user-defined first), then the agent and model rows, with a cached classification.
 
-    The classification of a span depends only on the values of the attributes the conditions compare, the presence
-    of those they require and the span name's prefixes: that tuple is the cache key, so a trace's thousands of
-    spans cost a few dict lookups each instead of a scan of the table.
+    The classification of a span depends only on its attribute keys, the values of the attributes the conditions
+    compare and, for some, the span name's tests: a :class:`_Plan` per key set and a dict by the values make a
+    trace's thousands of spans cost a tuple of their keys and two dict lookups each instead of a scan of the table.
     """
 
-    __slots__ = ("_cache", "_eq_keys", "_has_keys", "_last", "_name_equals", "_name_prefixes", "markers", "rows")
+    __slots__ = ("_compared", "_last", "_name_equals", "_name_prefixes", "_plans", "_rows", "markers", "rows")
 
     def __init__(self, rows: tuple[_Row, ...]) -> None:
         self.rows = rows
+        #: Every row in the order tried, with its answer.
+        self._rows: tuple[tuple[_Conditions, _Hit], ...] = (
+            *((r.conditions, (None if r.convention.not_a_call else ROLE_TOOL, r)) for r in rows),
+            *(((c, (ROLE_AGENT, a)) for c, a in _AGENT_ROWS)),
+            *(((c, (ROLE_LLM, m)) for c, m in _MODEL_ROWS)),
+        )
         eq: dict[str, None] = {}
-        has: dict[str, None] = {}
         prefixes: dict[str, None] = {}
         equals: dict[str, None] = {}
-        for conditions in (*(r.conditions for r in rows), *(c for c, _ in _AGENT_ROWS), *(c for c, _ in _MODEL_ROWS)):
-            for kind, key, _ in conditions:
-                {_EQ: eq, _HAS: has, _PREFIX: prefixes, _NAME: equals}[kind][key] = None
-        self._eq_keys = tuple(eq)
-        self._has_keys = tuple(has)
+        for conditions, _ in self._rows:
+            for kind, key, _values in conditions:
+                if kind == _EQ:
+                    eq[key] = None
+                elif kind == _PREFIX:
+                    prefixes[key] = None
+                elif kind == _NAME:
+                    equals[key] = None
+        self._compared = tuple(eq)
         self._name_prefixes = tuple(prefixes)
         self._name_equals = tuple(equals)
-        self._cache: BoundedCache[Any, _Hit] = BoundedCache(_CLASSIFY_CACHE)
-        self._last: tuple[Any, str, _Hit] | None = None
-        keys = {_marker(r.conditions) for r in rows}
-        keys |= {_marker(c) for c, _ in _AGENT_ROWS}
-        keys |= {_marker(c) for c, _ in _MODEL_ROWS}
+        self._plans: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(_PLANS)
+        self._last: tuple[Any, str, _Hit, bool] | None = None
+        keys = {_marker(c) for c, _ in self._rows}
         #: One attribute of every row: a span without any of these (and not named like a tool span) is not read.
         self.markers = frozenset(k for k in keys if k is not None)
 
     def classify(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """The role and row of a span."""
+        return self._lookup(attrs, name)[0]
+
+    def read_hit(self, attrs: Mapping[str, Any], name: str) -> _Hit:
+        """Like :meth:`classify`, for a span that passes :func:`may_matter`; no role for any other."""
+        hit, marked = self._lookup(attrs, name)
+        if marked or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX):
+            return hit
+        return _NO_HIT
+
+    def marked(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """:func:`may_matter` with the table's markers, from the span's classification."""
+        return self._lookup(attrs, name)[1] or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+
+    def _lookup(self, attrs: Mapping[str, Any], name: str) -> tuple[_Hit, bool]:
+        """The role and row of a span, and whether it has one of :attr:`markers`."""
+        # Callers ask about one span several times in a row (its role, then its call): the last answer is kept,
+        # with a reference to the attributes so their id cannot be reused meanwhile. Threads may share the table
+        # (serve reads requests in parallel): the answer is always taken from one snapshot of it.
         last = self._last
         if last is not None and last[0] is attrs and last[1] == name:
-            return last[2]
-        key = (
-            *map(attrs.get, self._eq_keys),
-            *map(attrs.__contains__, self._has_keys),
-            *map(name.startswith, self._name_prefixes),
-            *map(name.__eq__, self._name_equals),
-        )
-        cache = self._cache
+            return last[2], last[3]
+        keys = tuple(attrs)
+        plan = self._plans.get(keys)
+        if plan is None:
+            plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
+                                               not self.markers.isdisjoint(keys)))
+        values = plan.values(attrs)
         try:
-            hit = cache.get(key)
+            known = plan.hits.get(values)
         except TypeError:  # an unhashable value (an OTLP kvlist) where a string was expected: decided by a scan
-            hit = self._scan(attrs, name)
+            hit = self._scan(attrs, name)[0]
         else:
-            if hit is None:
-                hit = cache.put(key, self._scan(attrs, name))
-        # Callers ask about one span several times in a row (its role, then its call): keep the last answer, with
-        # a reference to the attributes so their id cannot be reused meanwhile.
-        self._last = (attrs, name, hit)
-        return hit
+            if known is None:
+                hit, by_name = self._scan(attrs, name)
+                plan.hits.put(values, _ByName(self._name_tests(name), hit) if by_name else hit)
+            elif isinstance(known, _ByName):
+                hit = known.get(name) or known.decide(self, attrs, name)
+            else:
+                hit = known
+        self._last = (attrs, name, hit, plan.marked)
+        return hit, plan.marked
 
-    def _scan(self, attrs: Mapping[str, Any], name: str) -> _Hit:
-        for row in self.rows:
-            if _holds(row.conditions, attrs, name):
-                return (None if row.convention.not_a_call else ROLE_TOOL), row
-        for conditions, agent in _AGENT_ROWS:
-            if _holds(conditions, attrs, name):
-                return ROLE_AGENT, agent
-        for conditions, model in _MODEL_ROWS:
-            if _holds(conditions, attrs, name):
-                return ROLE_LLM, model
-        return _NO_HIT
+    def _name_tests(self, name: str) -> tuple[bool, ...]:
+        return (*[name.startswith(p) for p in self._name_prefixes], *[name == e for e in self._name_equals])
+
+    def _scan(self, attrs: Mapping[str, Any], name: str) -> tuple[_Hit, bool]:
+        """The first row whose conditions hold, and whether the span name was tested on the way."""
+        by_name = False
+        for conditions, hit in self._rows:
+            for kind, key, values in conditions:
+                if kind == _EQ:
+                    value = attrs.get(key)
+                    # SDK attributes and OTLP kvlists may hold dicts, which are unhashable: only strings can match.
+                    if value is None or value.__class__ is not str or value not in values:
+                        break
+                elif kind == _HAS:
+                    if key not in attrs:
+                        break
+                else:
+                    by_name = True
+                    if not (name.startswith(key) if kind == _PREFIX else name == key):
+                        break
+            else:
+                return hit, by_name
+        return _NO_HIT, by_name
 
     def tool_row(self, attrs: Mapping[str, Any], name: str) -> _Row | None:
         """The tool row of a span (a not-a-call row included), or None."""
@@ -414,6 +501,10 @@ class Extractor:
         self._table = _Table(user + _BUILTIN_ROWS) if user else _Table(_BUILTIN_ROWS)
         #: Attribute keys at least one of which every span that may matter carries (user conventions included).
         self.marker_keys = self._table.markers
+        #: ``read_role(attrs, name)``: the role of a span that passes :meth:`may_matter` (None for any other span)
+        #: and what reads it, in one classification, for the readers of decoded spans: pass the second item to
+        #: :meth:`call_of` for a tool span instead of classifying the span again.
+        self.read_role: Callable[[Mapping[str, Any], str], tuple[str | None, Any]] = self._table.read_hit
 
     @classmethod
     def from_config(cls: type[_E], config: LoopGuardConfig) -> _E:
@@ -428,8 +519,11 @@ class Extractor:
     # -- roles -------------------------------------------------------------------------------------------------------
 
     def may_matter(self, attrs: Mapping[str, Any], name: str) -> bool:
-        """Whether a span may be a tool, model or agent span (a cheap pre-filter)."""
-        return may_matter(attrs, name, self.marker_keys)
+        """Whether a span may be a tool, model or agent span (:func:`may_matter` with this extractor's markers).
+
+        Answered by the span's classification, which is kept for the :meth:`span_role` and reading that follow.
+        """
+        return self._table.marked(attrs, name)
 
     def span_role(self, attrs: Mapping[str, Any], name: str = "") -> str | None:
         """The role of a span (tool, llm or agent), user-defined conventions included."""
@@ -462,7 +556,7 @@ class Extractor:
         span name).
         """
         row = self._table.tool_row(attrs, span_name) or _GENAI_ROW
-        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+        return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
     def read_tool(
         self,
@@ -478,11 +572,12 @@ class Extractor:
         row = self._table.tool_row(attrs, span_name)
         if row is None or row.convention.not_a_call:
             return None
-        return self._read(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
+        return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
-    def _read(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None, end_ns: int | None,
-              status_error: bool, status_message: str | None,
-              events: Iterable[tuple[str, Mapping[str, Any]]]) -> ToolCall:
+    def call_of(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None,
+                end_ns: int | None, status_error: bool = False, status_message: str | None = None,
+                events: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> ToolCall:
+        """A tool span as a :class:`ToolCall`, read in the row :attr:`read_role` gave with the role tool."""
         ev: list[tuple[str, Mapping[str, Any]]] | None = None
         if row.events or status_error:
             ev = list(events)
@@ -490,59 +585,8 @@ class Extractor:
         tool = get(row.tool_key) if row.tool_key is not None else None
         if not tool:
             tool = self._value(row.tool, attrs, span_name, ev)[0] or span_name or "unknown"
-        keys = row.args_keys
-        if keys is not None:
-            args, args_key = None, ""
-            for args_key in keys:
-                args = get(args_key)
-                if args is not None:
-                    break
-        else:
-            args, args_key = self._value(row.args, attrs, span_name, ev)
-        ph = self._placeholders
-        if args is None:
-            args_captured = False
-        elif args.__class__ is str:
-            # Inline: the common case is text that is no placeholder and holds none.
-            args_captured = args not in ph.by_key.get(args_key, ph.anywhere) and not (
-                args.startswith("{") and ph.within(args) and self._object_redacted(args))
-        else:
-            args_captured = not self._redacted(args, args_key)
-        if args_captured:
-            for envelope in row.unwrap_args:
-                if args.__class__ is not str or envelope.may_be(args):
-                    inner = self._unwrap(envelope, args)
-                    if inner is not args:
-                        args = inner
-                        break
-        else:
-            args = None
-        keys = row.result_keys
-        if keys is not None:
-            result, result_key = None, ""
-            for result_key in keys:
-                result = get(result_key)
-                if result is not None:
-                    break
-        else:
-            result, result_key = self._value(row.result, attrs, span_name, ev)
-        if result is None:
-            result_captured = False
-        elif result.__class__ is str:
-            result_captured = result not in ph.by_key.get(result_key, ph.anywhere)
-        else:
-            result_captured = not self._redacted(result, result_key)
-        if result_captured:
-            for envelope in row.unwrap_result:
-                if result.__class__ is not str or envelope.may_be(result):
-                    inner = self._unwrap(envelope, result)
-                    if inner is not result:
-                        result = inner
-                        if self._redacted(result, "", whole=True):
-                            result, result_captured = None, False
-                        break
-        else:
-            result = None
+        args, args_captured = self._content(row.args, attrs, span_name, ev)
+        result, result_captured = self._content(row.result, attrs, span_name, ev)
         error = self._error(row, attrs, span_name, ev, status_error, status_message, result)
         lease = None
         deadline = get(n.LOOPGUARD_WAIT_DEADLINE)
@@ -564,6 +608,40 @@ class Extractor:
             end=end_ns * _NS if end_ns else None,
             lease=lease,
         )
+
+    def _content(self, part: _Part, attrs: Mapping[str, Any], span_name: str,
+                 ev: list[tuple[str, Mapping[str, Any]]] | None) -> tuple[Any, bool]:
+        """The arguments or the result of a call, and whether they were recorded (a placeholder is not).
+
+        The value of the first present source; when one of the part's envelopes holds it, the value inside.
+        """
+        keys = part.keys
+        if keys is not None:
+            value, key = None, ""
+            for key in keys:
+                value = attrs.get(key)
+                if value is not None:
+                    break
+        else:
+            value, key = self._value(part.sources, attrs, span_name, ev)
+        if value is None:
+            return None, False
+        ph = self._placeholders
+        if value.__class__ is str:
+            # Inline: the common case is text that is no placeholder and holds none.
+            if value in ph.by_key.get(key, ph.anywhere) or (
+                    part.objects and value.startswith("{") and ph.within(value) and self._object_redacted(value)):
+                return None, False
+        elif self._redacted(value, key):
+            return None, False
+        for envelope in part.envelopes:
+            if value.__class__ is not str or envelope.may_be(value):
+                inner = self._unwrap(envelope, value)
+                if inner is not value:
+                    if part.recheck and self._redacted(inner, "", whole=True):
+                        return None, False
+                    return inner, True
+        return value, True
 
     def _error(self, row: _Row, attrs: Mapping[str, Any], span_name: str,
                ev: list[tuple[str, Mapping[str, Any]]] | None, status_error: bool, status_message: str | None,

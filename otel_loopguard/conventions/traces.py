@@ -24,8 +24,10 @@ from operator import attrgetter
 from typing import Any
 
 from ..core.config import LoopGuardConfig
+from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
+from ..core.model import ToolCall
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -74,12 +76,13 @@ class StepReader:
             ``max_argument_bytes`` wins over the argument).
     """
 
-    __slots__ = ("_context", "_extract", "_extractor")
+    __slots__ = ("_call_of", "_context", "_extractor", "_read_role")
 
     def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True,
                  config: LoopGuardConfig | None = None) -> None:
         self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
-        self._extract = self._extractor.tool_call
+        self._read_role = self._extractor.read_role
+        self._call_of = self._extractor.call_of
         self._context = context
 
     @property
@@ -90,58 +93,51 @@ class StepReader:
     def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
         """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
         for deriving calls when the trace has no tool span), or None for any other span."""
-        attrs = span.attributes
-        extractor = self._extractor
-        if not extractor.may_matter(attrs, span.name):
-            return None
-        if extractor.span_role(attrs, span.name) == ROLE_LLM:
-            return extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                        span.end_ns, messages=messages, context=self._context)
-        return self.step(span)
-
-    def step(self, span: SpanRecord, role: str | None = None) -> Step | None:
-        """The step of one span: a tool call, a model call with token usage, or None for any other span.
-
-        ``role``: the span's role when the caller has classified it already (``Extractor.span_role``)."""
-        attrs = span.attributes
-        extractor = self._extractor
-        if role is None:
-            if not extractor.may_matter(attrs, span.name):
-                return None
-            role = extractor.span_role(attrs, span.name)
+        role, row = self._read_role(span.attributes, span.name)
         if role == ROLE_TOOL:
-            events = span.events
-            call = self._extract(
-                attrs, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
-                ((name, ev_attrs) for name, _, ev_attrs in events) if events else (),
-            )
-            context = self._context
-            return Step(
-                span_id=span.span_id,
-                parent_span_id=span.parent_span_id,
-                start_ns=span.start_ns,
-                end_ns=span.end_ns,
-                call=call,
-                agent=extractor.agent_name(attrs, name=span.name) if context else None,
-                conversation=conversation_id(attrs) if context else None,
-                origin=tool_origin(attrs),
-            )
+            return self.tool_step(span, row)
         if role == ROLE_LLM:
-            usage = llm_usage(attrs)
+            return self._extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id,
+                                              span.start_ns, span.end_ns, messages=messages, context=self._context)
+        return None
+
+    def step(self, span: SpanRecord) -> Step | None:
+        """The step of one span: a tool call, a model call with token usage, or None for any other span."""
+        role, row = self._read_role(span.attributes, span.name)
+        if role == ROLE_TOOL:
+            return self.tool_step(span, row)
+        if role == ROLE_LLM:
+            usage = llm_usage(span.attributes)
             if usage is None:
                 return None
-            context = self._context
-            return Step(
-                span_id=span.span_id,
-                parent_span_id=span.parent_span_id,
-                start_ns=span.start_ns,
-                end_ns=span.end_ns,
-                model=usage[0],
-                usage=usage[1],
-                agent=extractor.agent_name(attrs, name=span.name) if context else None,
-                conversation=conversation_id(attrs) if context else None,
-            )
+            return self._step(span, model=usage[0], usage=usage[1])
         return None
+
+    def tool_step(self, span: SpanRecord, row: Any) -> Step:
+        """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
+        events = span.events
+        call = self._call_of(
+            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
+        )
+        return self._step(span, call=call, origin=tool_origin(span.attributes))
+
+    def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
+              usage: Usage | None = None, origin: str = "") -> Step:
+        attrs = span.attributes
+        context = self._context
+        return Step(
+            span_id=span.span_id,
+            parent_span_id=span.parent_span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            call=call,
+            model=model,
+            usage=usage,
+            agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
+            conversation=conversation_id(attrs) if context else None,
+            origin=origin,
+        )
 
 
 _TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
@@ -197,6 +193,7 @@ class TraceCollector:
                  max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
         self.engine = engine
         self._reader = StepReader(context=False, config=engine.config)
+        self._read_role = self._reader.extractor.read_role
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
@@ -245,16 +242,10 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
-        step = self._reader.read(span, messages=not held.tools)
-        if isinstance(step, Turn):
-            if self._add_turn(held, step):
-                held.unread.model(span.attributes)
-        elif step is None:
-            if (span.attributes and span.span_id not in held.turn_ids
-                    and self._reader.extractor.span_role(span.attributes, span.name) == ROLE_AGENT):
-                held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
-                held.unread.model(span.attributes)
-        else:
+        attrs = span.attributes
+        role, row = self._read_role(attrs, span.name)
+        if role == ROLE_TOOL:
+            step = self._reader.tool_step(span, row)
             judge = held.judge
             if judge is None:
                 judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
@@ -263,14 +254,26 @@ class TraceCollector:
                 self._bytes += judge.kept_bytes - before
                 call = step.call
                 if call is not None:
-                    held.unread.tool(span.attributes, call.arguments_captured, call.result_captured,
-                                     [(name, ev) for name, _, ev in span.events],
-                                     self._reader.extractor.convention(span.attributes, span.name))
+                    if call.arguments_captured and call.result_captured:
+                        held.unread.tool_read()
+                    else:
+                        held.unread.tool(attrs, call.arguments_captured, call.result_captured,
+                                         [(name, ev) for name, _, ev in span.events],
+                                         self._reader.extractor.convention(attrs, span.name))
                 if not held.tools:
                     held.tools = True
                     self._drop_messages(held)
             else:
                 self.duplicates += 1
+        elif role == ROLE_LLM:
+            turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
+                                                     span.start_ns, span.end_ns, messages=not held.tools,
+                                                     context=False)
+            if turn is not None and self._add_turn(held, turn):
+                held.unread.model(attrs)
+        elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
+            held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
+            held.unread.model(attrs)
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []

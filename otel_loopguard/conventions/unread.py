@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from ..core.cache import BoundedCache
 from . import names as n
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
@@ -121,6 +122,10 @@ def message(unread: Unread) -> str:
             f"describe them in a [conventions.NAME] table, see {README_SECTION}")
 
 
+# The GenAI attribute keys of a model span, by its key tuple (spans of one instrumentation share one).
+_GENAI_KEYS: BoundedCache[tuple[str, ...], frozenset[str]] = BoundedCache(1024)
+
+
 def _bounded(keys: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(keys)))[:MAX_KEYS]
 
@@ -132,13 +137,14 @@ class UnreadTrace:
     model spans gave tool calls, then :meth:`causes` when the trace is done.
     """
 
-    __slots__ = ("_derived", "_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
+    __slots__ = ("_derived", "_last_keys", "_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
         self._derived = 0
         self._model_spans = 0
         self._model_keys: set[str] = set()
+        self._last_keys: frozenset[str] | None = None
         self._unknown: set[str] = set()
         self._unknown_spans = 0
 
@@ -157,11 +163,22 @@ class UnreadTrace:
             if len(self._unknown) < 4 * MAX_KEYS:
                 self._unknown.update(keys)
 
+    def tool_read(self) -> None:
+        """One tool span read whose arguments and result were both found (:meth:`tool`'s cheap case)."""
+        self._tool_calls += 1
+
     def model(self, attrs: Mapping[str, Any]) -> None:
         """One model or agent span."""
         self._model_spans += 1
         if len(self._model_keys) < 4 * MAX_KEYS:
-            self._model_keys.update(k for k in attrs if k.startswith(n.GENAI_KEY_PREFIXES))
+            keys = tuple(attrs)
+            genai = _GENAI_KEYS.get(keys)
+            if genai is None:
+                genai = _GENAI_KEYS.put(keys, frozenset(k for k in keys if k.startswith(n.GENAI_KEY_PREFIXES)))
+            # The spans of one instrumentation have the same keys: the second and later add nothing.
+            if genai is not self._last_keys:
+                self._last_keys = genai
+                self._model_keys |= genai
 
     def derived(self, count: int) -> None:
         """Tool calls read from model spans."""

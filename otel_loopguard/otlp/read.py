@@ -24,7 +24,6 @@ from ..errors import InputError
 from . import json_general as _otlp_json
 from .json_general import decode_json_document, parse_json
 from .json_typed import decode_typed
-from .proto import decode_proto_request
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "STDIN", "Input", "InputTooLarge", "decode_json_request", "decode_proto_request",
            "read_spans"]
@@ -60,6 +59,16 @@ def decode_json_request(data: bytes | str | dict[str, Any], *, source: str = "re
         if spans is not None:
             return spans
     return _otlp_json.decode_json_request(data, source=source)
+
+
+def decode_proto_request(data: bytes, *, source: str = "request") -> list[SpanRecord]:
+    """Decode one serialised protobuf ``ExportTraceServiceRequest`` (see :func:`.proto.decode_proto_request`).
+
+    The protobuf modules are imported on the first call: reading OTLP/JSON (most stored traces) never loads them.
+    """
+    from .proto import decode_proto_request as decode  # noqa: PLC0415 - protobuf only for protobuf input
+
+    return decode(data, source=source)
 
 
 def _raise(error: InputError) -> None:

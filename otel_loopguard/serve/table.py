@@ -379,8 +379,8 @@ class TraceTable:
             current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
         # Reading the spans needs no lock.
-        read = self._reader.step
-        extractor = self._reader.extractor
+        read_role = self._reader.extractor.read_role
+        tool_step = self._reader.tool_step
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -391,18 +391,16 @@ class TraceTable:
             batch.spans += 1
             if span.end_ns > batch.max_end_ns:
                 batch.max_end_ns = span.end_ns
-            attrs = span.attributes
-            if not extractor.may_matter(attrs, span.name):
+            # One classification per span: the role, and for a tool span the convention row that reads it.
+            role, row = read_role(span.attributes, span.name)
+            if role is None:
                 continue
-            role = extractor.span_role(attrs, span.name)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
                 batch.agents.append(span)
             else:
-                step = read(span, role)
-                if step is not None:
-                    batch.steps.append((step, span))
+                batch.steps.append((tool_step(span, row), span))
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []

@@ -29,12 +29,12 @@ from otel_loopguard.core.cost import CostTotal, cost_usd
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import Lease
 
-# Written for the extraction before the conventions table (main's merge e6b4764, "Merge branch 'conventions'"):
-# spans are now read per convention, with envelopes, redaction and fallbacks in their own modules, and these
-# expectations no longer hold as stated. Strict: each must be re-derived from the README's conventions table and
-# the marker removed (a test that starts passing fails until then).
-_BEFORE_THE_TABLE = pytest.mark.xfail(strict=True, reason="expectation written before the conventions table; "
-                                                           "re-derive from the README's table")
+# Since the conventions table (README, "Conventions read") a span is read by the first row whose conditions hold,
+# and each row reads only its own attributes and peels off only its own envelopes; a span no row recognises is read
+# as a GenAI execute_tool span (gen_ai.* attributes, no envelopes). The examples below that exercise an envelope
+# therefore use a span of a convention that names it: OpenLLMetry's tool span (traceloop.span.kind = tool), whose
+# row unwraps LangChain inputs from the arguments and serialised ToolMessages from the result.
+OPENLLMETRY_TOOL = {"traceloop.span.kind": "tool"}
 
 # 2026-01-01T00:00:00Z in nanoseconds since the epoch, the unit of OTLP span times.
 T0_NS = 1_767_225_600 * 10**9
@@ -120,20 +120,32 @@ def test_empty_arguments_are_recorded_arguments() -> None:
 
 # --- which attribute wins ---------------------------------------------------------------------------------------
 
-@_BEFORE_THE_TABLE
 def test_tool_name_arguments_and_result_per_convention() -> None:
-    # GenAI names first, then OpenInference, then Traceloop (the README's table); the span name only when no
-    # convention names the tool, and "unknown" when there is not even a span name.
-    genai = _tool({"gen_ai.tool.name": "g", "tool.name": "oi", "traceloop.entity.name": "tl",
-                   "gen_ai.tool.call.arguments": "ga", "input.value": "oa", "traceloop.entity.input": "ta",
-                   "gen_ai.tool.call.result": "gr", "output.value": "or", "traceloop.entity.output": "tr"})
+    # The README's table: the row that recognises the span says where its tool name, arguments and result are, and
+    # the other conventions' attributes on the same span are not read. Each span below carries the attributes of all
+    # three conventions; only its marker differs.
+    everything = {"gen_ai.tool.name": "g", "tool.name": "oi", "traceloop.entity.name": "tl",
+                  "gen_ai.tool.call.arguments": "ga", "input.value": "oa", "traceloop.entity.input": "ta",
+                  "gen_ai.tool.call.result": "gr", "output.value": "or", "traceloop.entity.output": "tr"}
+    # GenAI (gen_ai.operation.name = execute_tool): gen_ai.tool.name, gen_ai.tool.call.arguments / .result.
+    genai = _tool({"gen_ai.operation.name": "execute_tool", **everything})
     assert (genai.tool, genai.arguments, genai.result) == ("g", "ga", "gr")
-    oi = _tool({"tool.name": "oi", "traceloop.entity.name": "tl", "input.value": "oa",
-                "traceloop.entity.input": "ta", "output.value": "or", "traceloop.entity.output": "tr"})
+    # OpenInference (openinference.span.kind = TOOL): tool.name, input.value, output.value; none of these plain
+    # texts is in one of its envelopes.
+    oi_only = {k: v for k, v in everything.items() if not k.startswith("gen_ai.")}
+    oi = _tool({"openinference.span.kind": "TOOL", **oi_only})
     assert (oi.tool, oi.arguments, oi.result) == ("oi", "oa", "or")
-    tl = _tool({"traceloop.entity.name": "tl", "traceloop.entity.input": "ta", "traceloop.entity.output": "tr"})
+    # OpenLLMetry (traceloop.span.kind = tool): gen_ai.* first, else traceloop.entity.name / .input / .output.
+    tl = _tool({**OPENLLMETRY_TOOL, **oi_only})
     assert (tl.tool, tl.arguments, tl.result) == ("tl", "ta", "tr")
-    assert _tool({}, name="my span").tool == "my span"
+    assert _tool({**OPENLLMETRY_TOOL, **everything}) == genai  # its gen_ai.* attributes come first
+    # Its last tool-name source: the span name before ".tool".
+    assert _tool(OPENLLMETRY_TOOL, name="search.tool").tool == "search"
+    # A span no row recognises is read as a GenAI execute_tool span: gen_ai.tool.name, else the span name (after
+    # "execute_tool " when it starts so); OpenInference's tool.name on it is not read.
+    assert _tool({"tool.name": "oi", "input.value": "oa"}, name="my span").tool == "my span"
+    assert _tool({}, name="execute_tool lookup").tool == "lookup"
+    # Not even a span name: the call still counts, under the name "unknown".
     assert _tool({}, name="").tool == "unknown"
     # A tool name that is not a string (an int attribute) is read as its text.
     assert _tool({"gen_ai.tool.name": 7}).tool == "7"
@@ -202,13 +214,12 @@ def test_openinference_toolmessages_with_other_ids_are_the_same_result() -> None
 
 def test_data_without_a_call_id_is_left_as_it_is() -> None:
     # {"data": {"content": ...}} without tool_call_id is an ordinary JSON result (a search API's answer, say), not a
-    # ToolMessage: it stays the same text. (The unwrap is only tried when the text mentions "kwargs" or
-    # "tool_call_id", as this one does.)
+    # ToolMessage: it stays the same text on an OpenInference span, whose row unwraps ToolMessages. (The unwrap is
+    # only tried when the text mentions "kwargs" or "tool_call_id", as this one does.)
     text = json.dumps({"data": {"content": "x", "kwargs": 1}})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text
+    assert _tool({"openinference.span.kind": "TOOL", "tool.name": "t", "output.value": text}).result == text
 
 
-@_BEFORE_THE_TABLE
 def test_openllmetry_langchain_envelopes() -> None:
     # OpenLLMetry on LangChain: arguments {"input_str", "tags", "metadata", "inputs", "kwargs"} -> only "inputs"
     # counts (as JSON text again); results {"output": {"kwargs": {"content", "tool_call_id"}}} -> only the content.
@@ -221,39 +232,48 @@ def test_openllmetry_langchain_envelopes() -> None:
     assert json.loads(call.arguments) == {"q": "x"}
     assert call.result == "found"
     # Only input_str (no structured inputs): the repr string is the arguments.
-    call = _tool({"traceloop.entity.name": "search", "traceloop.entity.input": json.dumps({"input_str": "q=x"})})
+    call = _tool({**OPENLLMETRY_TOOL, "traceloop.entity.name": "search",
+                  "traceloop.entity.input": json.dumps({"input_str": "q=x"})})
     assert call.arguments == "q=x"
-    # A bare serialised ToolMessage, and a flat {"content", "tool_call_id"} object, give their content.
+    # A bare serialised ToolMessage, and a flat {"content", "tool_call_id"} object, give their content (read from
+    # gen_ai.tool.call.result, the row's first result source).
     bare = json.dumps({"lc": 1, "kwargs": {"content": "c", "tool_call_id": "1"}})
     flat = json.dumps({"content": "d", "tool_call_id": "2"})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": bare}).result == "c"
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": flat}).result == "d"
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": bare}).result == "c"
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": flat}).result == "d"
+    # The GenAI row names no envelope: the same text on a GenAI span is the result as it stands.
+    assert _tool({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+                  "gen_ai.tool.call.result": bare}).result == bare
 
 
-@_BEFORE_THE_TABLE
 def test_envelopes_given_as_mappings() -> None:
-    # The SDK can hand attributes over as mappings (OTLP kvlists): the same unwrap applies to them.
-    call = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": {"inputs": {"q": 1}, "tags": []},
+    # The SDK can hand attributes over as mappings (OTLP kvlists): the OpenLLMetry row's envelopes apply to them
+    # too, and what is inside is given as it is (a mapping is not turned into text): the inputs {"q": 1}, and the
+    # ToolMessage's data.content "ok".
+    call = _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t",
+                  "gen_ai.tool.call.arguments": {"inputs": {"q": 1}, "tags": []},
                   "gen_ai.tool.call.result": {"data": {"content": "ok", "tool_call_id": "c"}}})
     assert call.arguments == {"q": 1}
     assert call.result == "ok"
     # A mapping that is not an envelope stays whole.
-    plain = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": {"q": 1}})
+    plain = _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": {"q": 1}})
     assert plain.arguments == {"q": 1}
 
 
-@_BEFORE_THE_TABLE
 def test_envelopes_over_the_size_limit_are_not_parsed() -> None:
     # Text longer than max_bytes is passed on untouched (the canonicaliser digests it whole): with a 40-byte limit,
-    # a 60-character envelope stays the same text.
+    # a 53-character envelope stays the same text, on an OpenLLMetry span whose row would otherwise unwrap it.
     args = json.dumps({"inputs": {"q": "x" * 20}, "tags": []})
     assert len(args) > 40
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args}, max_bytes=40).arguments == args
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args},
+                 max_bytes=40).arguments == args
     result = json.dumps({"content": "y" * 30, "tool_call_id": "c"})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": result}, max_bytes=40).result == result
-    # Exactly at the limit it is still unwrapped.
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": result},
+                 max_bytes=40).result == result
+    # Exactly at the limit it is still unwrapped: the content "z".
     exact = json.dumps({"content": "z", "tool_call_id": "c"})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": exact}, max_bytes=len(exact)).result == "z"
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": exact},
+                 max_bytes=len(exact)).result == "z"
 
 
 # --- hints, errors ----------------------------------------------------------------------------------------------
@@ -301,7 +321,9 @@ def test_error_class_sources_in_order() -> None:
     ({"openinference.span.kind": "LLM"}, ROLE_LLM),
     ({"openinference.span.kind": "AGENT"}, ROLE_AGENT),
     ({"openinference.span.kind": "CHAIN"}, None),
-    pytest.param({"openinference.span.kind": "CHAIN", "traceloop.span.kind": "tool"}, None, marks=_BEFORE_THE_TABLE),
+    # Every row is tried in order and the first whose conditions hold decides: OpenLLMetry's tool row holds,
+    # whatever the OpenInference kind says (no row reads openinference.span.kind = CHAIN).
+    ({"openinference.span.kind": "CHAIN", "traceloop.span.kind": "tool"}, ROLE_TOOL),
     ({"traceloop.span.kind": "tool"}, ROLE_TOOL),
     ({"traceloop.span.kind": "agent"}, ROLE_AGENT),
     ({"traceloop.span.kind": "workflow"}, None),
@@ -312,17 +334,26 @@ def test_error_class_sources_in_order() -> None:
 ])
 def test_span_roles(attrs: dict[str, Any], role: str | None) -> None:
     # The README's table: execute_tool / TOOL / tool are tools, invoke_agent / AGENT / agent are agents, and the
-    # chat-like GenAI operations and OpenInference LLM spans are model calls. A convention that names the span
-    # decides alone (an OpenInference CHAIN is not rescued by a Traceloop kind); only strings can name a role.
+    # chat-like GenAI operations and OpenInference LLM spans are model calls; only strings can name a role.
     assert span_role(attrs) == role
 
 
-@_BEFORE_THE_TABLE
 def test_agent_name_fallbacks() -> None:
-    # gen_ai.agent.name, else OpenInference's agent.name, else Traceloop's entity name, else the default.
+    # The README ("Agent spans"): each convention's agent span names its agent in its own attribute, and a tool
+    # span only in its convention's agent attribute, never in the tool's own name. A span of no convention:
+    # gen_ai.agent.name, else the default.
     assert agent_name({"gen_ai.agent.name": "g", "agent.name": "o", "traceloop.entity.name": "t"}) == "g"
-    assert agent_name({"agent.name": "o", "traceloop.entity.name": "t"}) == "o"
-    assert agent_name({"traceloop.entity.name": "t"}) == "t"
+    assert agent_name({"agent.name": "o", "traceloop.entity.name": "t"}) is None
+    # An OpenInference AGENT span: agent.name. An OpenLLMetry agent span: gen_ai.agent.name, else its entity name.
+    assert agent_name({"openinference.span.kind": "AGENT", "agent.name": "o", "traceloop.entity.name": "t"}) == "o"
+    assert agent_name({"traceloop.span.kind": "agent", "agent.name": "o", "traceloop.entity.name": "t"}) == "t"
+    # A GenAI invoke_agent span: gen_ai.agent.name, else gen_ai.agent.id.
+    assert agent_name({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "a-1"}) == "a-1"
+    # An OpenInference TOOL span: agent.name. An OpenLLMetry tool span: its traceloop.entity.name is the tool's name,
+    # not the agent's: none (gen_ai.agent.name and traceloop.workflow.name absent).
+    assert agent_name({"openinference.span.kind": "TOOL", "agent.name": "o"}) == "o"
+    assert agent_name({"traceloop.span.kind": "tool", "traceloop.entity.name": "search"}) is None
+    assert agent_name({"traceloop.span.kind": "tool", "traceloop.workflow.name": "wf"}) == "wf"
     assert agent_name({}) is None
     assert agent_name({}, "fallback") == "fallback"
     # An empty name is no name; a non-string one is read as text.
@@ -415,27 +446,26 @@ def test_unpriced_model_tokens_are_counted_once() -> None:
     assert (total.usd, total.unpriced_tokens, total.unpriced_models) == (0.0, 1050, frozenset({"nobody-prices-me"}))
 
 
-@_BEFORE_THE_TABLE
 @pytest.mark.parametrize("marker", ["input_str", "metadata", "tags"])
 def test_any_langchain_envelope_key_marks_an_envelope(marker: str) -> None:
     # OpenLLMetry's LangChain envelope is recognised by "inputs" together with any one of its other keys: the
-    # arguments are then the inputs only.
+    # arguments are then the inputs only, as JSON text again.
     envelope = {"inputs": {"q": "x"}, marker: "run-1" if marker == "input_str" else {"run": 1}}
-    call = _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": json.dumps(envelope)})
+    call = _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": json.dumps(envelope)})
     assert json.loads(call.arguments) == {"q": "x"}
 
 
 def test_a_parameter_named_inputs_is_not_an_envelope() -> None:
-    # {"inputs": ...} alone is a tool whose parameter happens to be called "inputs": the arguments stay whole.
+    # {"inputs": ...} alone is a tool whose parameter happens to be called "inputs": the arguments stay whole, even
+    # on an OpenLLMetry span, whose row unwraps LangChain inputs.
     text = json.dumps({"inputs": [1, 2]})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": text}).arguments == text
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": text}).arguments == text
 
 
-@_BEFORE_THE_TABLE
 def test_result_envelopes_without_a_call_id() -> None:
     # OpenLLMetry's {"output": {"kwargs": {"content": ...}}} is unwrapped even without a tool_call_id.
     text = json.dumps({"output": {"lc": 1, "kwargs": {"content": "found"}}, "kwargs": {"name": "search"}})
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == "found"
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == "found"
 
 
 @pytest.mark.parametrize("doc", [
@@ -446,32 +476,34 @@ def test_result_envelopes_without_a_call_id() -> None:
     {"kwargs": {"content": "c"}},                       # a bare message without a call id
 ])
 def test_results_that_only_look_like_envelopes_stay_whole(doc: dict[str, Any]) -> None:
-    # Each mentions "kwargs" or "tool_call_id", so the unwrap is tried, but none is a ToolMessage: the result is the
-    # same text.
+    # Each mentions "kwargs" or "tool_call_id", so on an OpenLLMetry span the ToolMessage unwrap is tried, but none
+    # is a ToolMessage: the result is the same text.
     text = json.dumps(doc)
-    assert _tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text
+    assert _tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.result": text}).result == text
 
 
-@_BEFORE_THE_TABLE
 def test_defaults_of_the_extractor() -> None:
     # Called with attributes, a name and times only: no error status (the call succeeded), and the size limit is
-    # 65536 characters: an envelope of exactly that length is unwrapped, one character more is not.
+    # 65536 characters (the configuration's max_argument_bytes default): an envelope of exactly that length is
+    # unwrapped on an OpenLLMetry span, one character more is not.
     attrs = {"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}"}
     assert Extractor().tool_call(attrs, "t", T0_NS, T0_NS + 1).error is None
     pad = 65_536 - len(json.dumps({"inputs": {"q": ""}, "tags": []}))
     exact = json.dumps({"inputs": {"q": "x" * pad}, "tags": []})
     assert len(exact) == 65_536
-    unwrapped = Extractor().tool_call({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": exact}, "t", None, None)
+    unwrapped = Extractor().tool_call({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t",
+                                       "gen_ai.tool.call.arguments": exact}, "t", None, None)
     assert json.loads(unwrapped.arguments) == {"q": "x" * pad}
     over = exact[:-2] + ' ' + exact[-2:]
-    kept = Extractor().tool_call({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": over}, "t", None, None)
+    kept = Extractor().tool_call({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": over},
+                                 "t", None, None)
     assert kept.arguments == over
 
 
-@_BEFORE_THE_TABLE
 def test_arguments_envelope_exactly_at_the_limit_is_unwrapped() -> None:
+    # A 32-character envelope with a 32-byte limit: not over the limit, so parsed and unwrapped to its inputs.
     args = json.dumps({"inputs": {"q": 1}, "tags": []})
-    assert json.loads(_tool({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args},
+    assert json.loads(_tool({**OPENLLMETRY_TOOL, "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": args},
                             max_bytes=len(args)).arguments) == {"q": 1}
 
 
