@@ -72,6 +72,17 @@ def _marker(conditions: _Conditions) -> str | None:
     return None
 
 
+def _name_marker(conditions: _Conditions) -> str | None:
+    # For a row that tests no attribute (recognised by its span name alone), what every span name of the row starts
+    # with: the pre-filter must let those spans through too.
+    if _marker(conditions) is not None:
+        return None
+    for kind, key, _ in conditions:
+        if kind in (_PREFIX, _NAME):
+            return key
+    return None
+
+
 def _plain_keys(sources: tuple[Source, ...]) -> tuple[str, ...] | None:
     # Sources that are all plain span attributes are read inline (the common case).
     if all(not (s.from_span_name or s.event or s.path) for s in sources):
@@ -188,7 +199,8 @@ class _Table:
     trace's thousands of spans cost a tuple of their keys and two dict lookups each instead of a scan of the table.
     """
 
-    __slots__ = ("_compared", "_last", "_name_equals", "_name_prefixes", "_plans", "_rows", "markers", "rows")
+    __slots__ = ("_compared", "_last", "_name_equals", "_name_prefixes", "_plans", "_rows", "markers", "name_markers",
+                 "rows")
 
     def __init__(self, rows: tuple[_Row, ...]) -> None:
         self.rows = rows
@@ -217,6 +229,9 @@ class _Table:
         keys = {_marker(c) for c, _ in self._rows}
         #: One attribute of every row: a span without any of these (and not named like a tool span) is not read.
         self.markers = frozenset(k for k in keys if k is not None)
+        #: What the names of spans of rows that test no attribute start with (the GenAI ``execute_tool `` prefix,
+        #: a user convention's ``span_name_prefix``): such a span may matter without any of :attr:`markers`.
+        self.name_markers = tuple(dict.fromkeys(k for c, _ in self._rows if (k := _name_marker(c)) is not None))
 
     def classify(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """The role and row of a span."""
@@ -225,13 +240,13 @@ class _Table:
     def read_hit(self, attrs: Mapping[str, Any], name: str) -> _Hit:
         """Like :meth:`classify`, for a span that passes :func:`may_matter`; no role for any other."""
         hit, marked = self._lookup(attrs, name)
-        if marked or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX):
+        if marked or name.startswith(self.name_markers):
             return hit
         return _NO_HIT
 
     def marked(self, attrs: Mapping[str, Any], name: str) -> bool:
         """:func:`may_matter` with the table's markers, from the span's classification."""
-        return self._lookup(attrs, name)[1] or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+        return self._lookup(attrs, name)[1] or name.startswith(self.name_markers)
 
     def _lookup(self, attrs: Mapping[str, Any], name: str) -> tuple[_Hit, bool]:
         """The role and row of a span, and whether it has one of :attr:`markers`."""
@@ -298,11 +313,14 @@ _BUILTIN = _Table(_BUILTIN_ROWS)
 #: A span that can matter to loopguard has at least one of these keys (or a GenAI tool span name: see
 #: :func:`may_matter`); checking for them first keeps unrelated spans cheap.
 MARKER_KEYS = _BUILTIN.markers
+#: ... or a span name starting with one of these (see :attr:`_Table.name_markers`).
+NAME_MARKERS = _BUILTIN.name_markers
 
 
-def may_matter(attrs: Mapping[str, Any], name: str, markers: frozenset[str] = MARKER_KEYS) -> bool:
+def may_matter(attrs: Mapping[str, Any], name: str, markers: frozenset[str] = MARKER_KEYS,
+               names: tuple[str, ...] = NAME_MARKERS) -> bool:
     """Whether a span may be a tool, model or agent span (a cheap pre-filter; :func:`span_role` decides)."""
-    return not markers.isdisjoint(attrs) or name.startswith(n.EXECUTE_TOOL_SPAN_PREFIX)
+    return not markers.isdisjoint(attrs) or name.startswith(names)
 
 
 def span_role(attrs: Mapping[str, Any], name: str = "") -> str | None:
@@ -501,6 +519,9 @@ class Extractor:
         self._table = _Table(user + _BUILTIN_ROWS) if user else _Table(_BUILTIN_ROWS)
         #: Attribute keys at least one of which every span that may matter carries (user conventions included).
         self.marker_keys = self._table.markers
+        #: Span-name prefixes that make a span worth reading without any of :attr:`marker_keys` (see
+        #: :meth:`may_matter`): the GenAI tool span name, and user conventions recognised by their span names.
+        self.marker_names = self._table.name_markers
         #: ``read_role(attrs, name)``: the role of a span that passes :meth:`may_matter` (None for any other span)
         #: and what reads it, in one classification, for the readers of decoded spans: pass the second item to
         #: :meth:`call_of` for a tool span instead of classifying the span again.

@@ -53,7 +53,6 @@ def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
 
 
 _EMPTY: dict[str, Any] = {}
-_TOOL_SPAN_PREFIX = n.EXECUTE_TOOL_SPAN_PREFIX
 # Names of agent spans that get their attributes after start: GenAI `invoke_agent <name>` (strands, ADK) and
 # OpenLLMetry's `<name>.agent`.
 _LATE_AGENT_PREFIX = n.INVOKE_AGENT_SPAN_PREFIX
@@ -310,6 +309,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._extractor = Extractor.from_config(self.config)
         # The attribute keys that make a span worth a look (the built-in conventions' and the user's).
         self._markers = self._extractor.marker_keys
+        # ... and the span names that make one (a GenAI tool span's, a user convention's span_name_prefix).
+        self._marker_names = self._extractor.marker_names
         # Causes of unread input already logged (each reason and set of keys once).
         self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
         self._logger_provider = logger_provider
@@ -401,7 +402,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs: Any = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
                 attrs = span.attributes
-            if (attrs is not None and not self._markers.isdisjoint(attrs)) or span.name.startswith(_TOOL_SPAN_PREFIX):
+            if (attrs is not None and not self._markers.isdisjoint(attrs)) or span.name.startswith(self._marker_names):
                 parent = span.parent
                 is_root = parent is None or parent.is_remote
                 if not is_root:

@@ -179,3 +179,35 @@ def test_the_processor_reads_an_in_house_framework_live(tmp_path: Path, make_har
     assert actions == [(2, "nudge"), (3, "stop")]
     # The enclosing agent span names the agent (the in-house attribute is the fallback without one).
     assert {e.agent for e in harness.events} == {"research_agent"}
+
+
+# Recognised by its span name alone: no attribute of the convention marks its spans, so the cheap pre-filter
+# (attribute markers) must let spans named "acme.call ..." through as well.
+ACME_BY_NAME = """
+[conventions.acme]
+span_name_prefix = "acme.call "
+tool_name = { span_name = true, strip_prefix = "acme.call " }
+arguments = { attribute = "acme.request", path = ["params"] }
+result = [{ event = "acme.done", attribute = "output" }]
+"""
+
+
+def test_a_convention_known_by_span_name_only_is_read_by_audit_and_the_processor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_harness: HarnessFactory
+) -> None:
+    """Until the pre-filter knew span-name prefixes, such spans were classified as tools but never read: 0 calls."""
+    from otel_loopguard.otlp.read import read_spans
+
+    doc = _in_house(json.loads((FIXTURES / "pydantic_ai__same_call_loop.json").read_text()))
+    trace = _write(tmp_path, "acme.json", json.dumps(doc))
+    config = _write(tmp_path, "loopguard.toml", ACME_BY_NAME)
+
+    _, [report], err = _audit(capsys, "--config", str(config), str(trace))
+    assert err == ""
+    expected("pydantic_ai", "same_call_loop").check(report)
+
+    harness = make_harness(LoopGuardConfig.load(config))
+    replay_spans(harness.provider, list(read_spans(str(trace))), ids=harness.ids)
+    # The same loop as through the attribute-marked convention above: nudged at the third call, stopped at the fourth.
+    actions = [(e.intervention.step, e.intervention.action) for e in harness.events if e.intervention]
+    assert actions == [(2, "nudge"), (3, "stop")]
