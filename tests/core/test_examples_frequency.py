@@ -8,6 +8,7 @@ so the period rule (which needs consecutive repeats) never fires and every verdi
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 from otel_loopguard.core.config import LoopGuardConfig
@@ -24,9 +25,9 @@ def _call(i: int, args: dict[str, Any], **kw: Any) -> ToolCall:
     return ToolCall("search", args, start=T0 + i, end=T0 + i + 0.5, **kw)
 
 
-def _run(calls: list[dict[str, Any]], **config: Any) -> list[tuple[str, str, int | None, int | None]]:
+def _run(calls: list[dict[str, Any]], window: int = 5, **config: Any) -> list[tuple[str, str, int | None, int | None]]:
     """(kind, rule, repetitions, cycle start) after each call; calls[i] holds ToolCall keywords besides the times."""
-    engine = LoopEngine(LoopGuardConfig(window=5, frequency_limit=3, max_period=1, **config))
+    engine = LoopEngine(LoopGuardConfig(window=window, frequency_limit=3, max_period=1, **config))
     state = engine.new_state()
     out = []
     for i, kw in enumerate(calls):
@@ -88,3 +89,72 @@ def test_a_cycle_becomes_one_of_permanent_failures_when_its_other_failure_leaves
     out = _run(calls, hysteresis=2)
     assert out[4] == W
     assert out[6] == ("stuck", "frequency", 3, 2)
+
+
+def test_a_cycle_with_two_other_failures_is_not_permanent_while_one_is_in_the_window() -> None:
+    # As above, but the A's at 0 and 2 both fail with KeyError. At call 6 the A's are 2 (KeyError), 4 and 6: not
+    # all permanent, so hysteresis 2 holds the first stuck verdict of that cycle back (still working). At call 7
+    # (A again) the window is calls 3-7 with A at 4, 6 and 7, all PermissionDenied: stuck at once, from call 4.
+    def failing(error: str) -> dict[str, Any]:
+        return {"args": A, "error": error, "result": None, "result_captured": False}
+
+    calls = [failing("KeyError"), _other(1), failing("KeyError"), _other(3), failing("PermissionDenied"),
+             _other(5), failing("PermissionDenied"), failing("PermissionDenied")]
+    out = _run(calls, hysteresis=2)
+    assert out[6] == W
+    assert out[7] == ("stuck", "frequency", 3, 4)
+
+
+def test_results_that_change_between_the_repeated_calls_are_progress() -> None:
+    # A x A y A with A's results "r1", "r2", "r1": three A's in the window, but their results take two values, so
+    # the evidence changed: working by the progress rule, not stuck. With "r1", "r2", "r3" likewise.
+    for results in (["r1", "r2", "r1"], ["r1", "r2", "r3"]):
+        calls = [{"args": A, "result": results[0]}, _other(1), {"args": A, "result": results[1]}, _other(3),
+                 {"args": A, "result": results[2]}]
+        assert _run(calls)[4] == ("working", "progress", 3, 0), results
+    # The same result three times is stuck (the control).
+    calls = [{"args": A, "result": "r1"}, _other(1), {"args": A, "result": "r1"}, _other(3), {"args": A, "result": "r1"}]
+    assert _run(calls)[4] == ("stuck", "frequency", 3, 0)
+
+
+def test_calls_of_one_fingerprint_but_another_signature_do_not_hide_a_frequent_call() -> None:
+    # X1 and X2 differ only inside a nested object: the same top-level plain members ({"q": "a"}), so the same
+    # fingerprint, but different signatures. Window 10, calls: X1 o X1 o X2 o X1. At call 6 the window holds X1 at
+    # 0, 2 and 6: three calls of one signature -> stuck by frequency, 3 repetitions from call 0. X2 (call 4) is
+    # another signature and counts for nothing.
+    x1 = {"args": '{"q": "a", "f": {"x": 1}}'}
+    x2 = {"args": '{"q": "a", "f": {"x": 2}}'}
+    calls = [x1, _other(1), x1, _other(3), x2, _other(5), x1]
+    out = _run(calls, window=10)
+    assert [o[0] for o in out] == ["working"] * 6 + ["stuck"]
+    assert out[6] == ("stuck", "frequency", 3, 0)
+
+
+def test_counts_of_calls_that_left_the_window_are_freed() -> None:
+    # Each query is asked twice, two calls apart (q0 x q0 y q1 x' q1 y' ...), then never again: the frequency rule
+    # counts each query's two calls together (the tool is frequent), and once both have left the window (5 calls)
+    # nothing about that query may remain. Memory after 4000 more queries must stay that of the window: allowed
+    # 64 KiB of growth, where a count kept per past query (a small struct, a deque and a dict entry, several hundred
+    # bytes each) would grow by more than 1 MB.
+    engine = LoopEngine(LoopGuardConfig(window=5, frequency_limit=3, max_period=1, max_steps=100_000))
+    state = engine.new_state()
+    step = 0
+
+    def feed(queries: range) -> None:
+        nonlocal step
+        for q in queries:
+            for _ in range(2):
+                for args in ({"q": q}, {"other": step}):
+                    engine.observe(state, _call(step, args, result=f"r{step}"))
+                    step += 1
+
+    feed(range(500))  # warm up: caches and the window reach their steady size
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        feed(range(500, 4500))
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert state.window_size == 5 and state.verdict.kind == "working"
+    assert after - before < 64 * 1024, after - before

@@ -1,0 +1,64 @@
+"""Fixed examples of the engine's edges through its public entry points (``LoopEngine.observe``, ``reevaluate``,
+``add_usage``, ``signature``, ``Canonicalizer``); each expected value is derived by hand in a comment."""
+
+from __future__ import annotations
+
+from otel_loopguard.core.config import LoopGuardConfig, Prices
+from otel_loopguard.core.cost import Usage
+from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.model import Lease, ToolCall
+from otel_loopguard.core.signature import Canonicalizer
+from tests.core._helpers import T0
+
+
+def test_a_trace_of_one_call_is_judged_again_when_its_lease_expires() -> None:
+    # One call declaring a lease until T0 + 100: waiting (rule lease). Judged again at T0 + 200, after the deadline,
+    # the lease no longer holds and nothing repeats: working, a change of kind at call 0, so an observation.
+    engine = LoopEngine()
+    state = engine.new_state()
+    assert engine.reevaluate(state, T0) is None  # no call yet: nothing to judge
+    first = engine.observe(state, ToolCall("approve", {"id": 1}, result="pending", result_captured=True,
+                                           start=T0, end=T0 + 1, lease=Lease("approver", deadline=T0 + 100)))
+    assert (first.verdict.kind, first.verdict.rule) == ("waiting", "lease")
+    assert engine.reevaluate(state, T0 + 50) is None  # the lease still holds: nothing changed
+    later = engine.reevaluate(state, T0 + 200)
+    assert later is not None
+    assert (later.index, later.verdict.kind, later.verdict.rule) == (0, "working", "none")
+    assert later.transition is not None and later.transition.previous == "waiting"
+
+
+def test_the_cost_stop_carries_the_call_index_and_the_verdict_of_the_moment() -> None:
+    # Two calls (index 1 is the latest), price 1 USD per million input tokens, budget 0.001 USD: 1001 tokens cost
+    # 0.001001 USD, over the budget -> a stop at call 1 whose verdict is the trace's verdict then (working, no rule).
+    engine = LoopEngine(LoopGuardConfig(max_cost_usd=0.001, prices={"m": Prices(input=1.0, output=0.0)}))
+    state = engine.new_state()
+    for i in range(2):
+        engine.observe(state, ToolCall("t", {"i": i}, result="r", result_captured=True, start=T0 + i, end=T0 + i))
+    obs = engine.add_usage(state, "m", Usage(input_tokens=1001))
+    assert obs is not None and obs.intervention is not None
+    assert obs.index == 1
+    assert obs.verdict is state.verdict and (obs.verdict.kind, obs.verdict.rule) == ("working", "none")
+    assert obs.intervention.verdict is state.verdict
+    assert (obs.intervention.action, obs.intervention.rule, obs.intervention.step) == ("stop", "cost_limit", 1)
+
+
+def test_the_signature_of_a_call_without_recorded_arguments_keeps_its_tool() -> None:
+    # Arguments not recorded: the unknown signature, whatever the arguments say, but still the call's tool (two
+    # tools' unknown calls are different actions).
+    engine = LoopEngine()
+    a = engine.signature(ToolCall("search", {"q": 1}, arguments_captured=False))
+    b = engine.signature(ToolCall("search", {"q": 2}, arguments_captured=False))
+    c = engine.signature(ToolCall("fetch", {"q": 1}, arguments_captured=False))
+    assert a.tool == "search" and c.tool == "fetch"
+    assert a == b and a != c
+
+
+def test_the_canonicaliser_answers_from_its_cache_only_for_text_it_has_canonicalised() -> None:
+    # canonical() sorts the keys and drops the spaces: '{"b": 1, "a": 2}' -> '{"a":2,"b":1}'. cached() gives that
+    # text for the same string afterwards, and None for a string never canonicalised.
+    canon = Canonicalizer(frozenset())
+    text = '{"b": 1, "a": 2}'
+    assert canon.cached(text) is None
+    assert canon.canonical(text) == '{"a":2,"b":1}'
+    assert canon.cached(text) == '{"a":2,"b":1}'
+    assert canon.cached('{"c": 3}') is None
