@@ -62,3 +62,34 @@ def test_the_canonicaliser_answers_from_its_cache_only_for_text_it_has_canonical
     assert canon.canonical(text) == '{"a":2,"b":1}'
     assert canon.cached(text) == '{"a":2,"b":1}'
     assert canon.cached('{"c": 3}') is None
+
+
+def test_the_step_limit_stop_carries_the_verdict_of_the_call_that_exceeded_the_budget() -> None:
+    # Budget 3 steps, four different calls: the fourth call (index 3) exceeds it -> a stop with rule step_limit at
+    # call 3, whose verdict is that call's verdict (working: nothing repeats).
+    engine = LoopEngine(LoopGuardConfig(max_steps=3))
+    state = engine.new_state()
+    obs = [engine.observe(state, ToolCall("t", {"i": i}, result=f"r{i}", result_captured=True, start=T0 + i,
+                                          end=T0 + i)) for i in range(4)]
+    assert [o.intervention for o in obs[:3]] == [None, None, None]
+    stop = obs[3].intervention
+    assert stop is not None and (stop.action, stop.rule, stop.step) == ("stop", "step_limit", 3)
+    assert stop.verdict is obs[3].verdict and stop.verdict.kind == "working"
+
+
+def test_each_stuck_episode_names_its_own_signature() -> None:
+    # Three loops in one trace: search {"q": 1}, then search {"q": 2} (same tool, other arguments), then fetch
+    # {"q": 2} (same arguments, another tool). Each third call is stuck (period 1, three repetitions) and changes the verdict from working, so the
+    # observation carries the digest of that call's signature, which is the signature the verdict names. Three
+    # different (tool, arguments) pairs: three different digests.
+    engine = LoopEngine()
+    state = engine.new_state()
+    plan = [("search", '{"q": 1}')] * 3 + [("search", '{"q": 2}')] * 3 + [("fetch", '{"q": 2}')] * 3
+    obs = [engine.observe(state, ToolCall(tool, args, result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)) for i, (tool, args) in enumerate(plan)]
+    stuck = [obs[i] for i in (2, 5, 8)]
+    for o in stuck:
+        assert o.verdict.kind == "stuck" and o.transition is not None
+        assert o.signature_digest is not None and o.verdict.signature_digest == o.signature_digest
+    assert len({o.verdict.signature_digest for o in stuck}) == 3
+    assert [o.verdict.tool for o in stuck] == ["search", "search", "fetch"]
