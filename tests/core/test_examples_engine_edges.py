@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from otel_loopguard.core.config import LoopGuardConfig, Prices
+import hashlib
+
+from otel_loopguard.core.config import LoopGuardConfig, Prices, ToolSettings
 from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import Lease, ToolCall
-from otel_loopguard.core.signature import Canonicalizer
+from otel_loopguard.core.signature import NUDGE_MARKER, Canonicalizer
 from tests.core._helpers import T0
 
 
@@ -93,3 +95,28 @@ def test_each_stuck_episode_names_its_own_signature() -> None:
         assert o.signature_digest is not None and o.verdict.signature_digest == o.signature_digest
     assert len({o.verdict.signature_digest for o in stuck}) == 3
     assert [o.verdict.tool for o in stuck] == ["search", "search", "fetch"]
+
+
+def test_evidence_of_results_that_are_not_text() -> None:
+    # A captured result 42 (an int) is digested from its canonical text "42": "r:" and the 24-hex-digit blake2b
+    # digest of b"42". A text result is cut at the nudge marker first, so "abc" + marker + nudge is "abc".
+    normalizer = LoopEngine().normalizer
+    evidence = normalizer.evidence(error=None, progress=None, result=42, result_captured=True)
+    assert evidence == "r:" + hashlib.blake2b(b"42", digest_size=12).hexdigest()
+    nudged = normalizer.evidence(error=None, progress=None, result="abc" + NUDGE_MARKER + "try something else",
+                                 result_captured=True)
+    assert nudged == normalizer.evidence(error=None, progress=None, result="abc", result_captured=True)
+
+
+def test_ignored_arguments_of_one_tool_stay_ignored_after_another_tool_used_that_name() -> None:
+    # Tool "a" ignores "page", tool "b" does not. b is called three times with pages 1-3 (all different: working).
+    # Then a {"q": 1, "page": n} three times, between calls of a third tool: without "page" the three a calls are one
+    # signature, so at call 7 the window holds it three times -> stuck by frequency, from call 3.
+    engine = LoopEngine(LoopGuardConfig(tools={"a": ToolSettings(ignore_args=("page",))}, max_period=1))
+    state = engine.new_state()
+    plan = [("b", '{"page": 1}'), ("b", '{"page": 2}'), ("b", '{"page": 3}'), ("a", '{"q": 1, "page": 1}'),
+            ("o", '{"n": 1}'), ("a", '{"q": 1, "page": 2}'), ("o", '{"n": 2}'), ("a", '{"q": 1, "page": 3}')]
+    out = [engine.observe(state, ToolCall(tool, args, result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)).verdict for i, (tool, args) in enumerate(plan)]
+    assert [v.kind for v in out] == ["working"] * 7 + ["stuck"]
+    assert (out[7].rule, out[7].repetitions, out[7].cycle_start, out[7].tool) == ("frequency", 3, 3, "a")
