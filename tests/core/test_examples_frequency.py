@@ -11,7 +11,7 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
-from otel_loopguard.core.config import LoopGuardConfig
+from otel_loopguard.core.config import LoopGuardConfig, ToolSettings
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
 from tests.core._helpers import T0
@@ -131,11 +131,11 @@ def test_calls_of_one_fingerprint_but_another_signature_do_not_hide_a_frequent_c
 
 
 def test_counts_of_calls_that_left_the_window_are_freed() -> None:
-    # Each query is asked twice, two calls apart (q0 x q0 y q1 x' q1 y' ...), then never again: the frequency rule
-    # counts each query's two calls together (the tool is frequent), and once both have left the window (5 calls)
-    # nothing about that query may remain. Memory after 4000 more queries must stay that of the window: allowed
-    # 64 KiB of growth, where a count kept per past query (a small struct, a deque and a dict entry, several hundred
-    # bytes each) would grow by more than 1 MB.
+    # Each query is asked three times, spaced so that at most two of its calls are ever in the window of 5 (calls
+    # q x q x x q x x, q at 0, 2 and 5), then never again: the frequency rule counts the query's calls together (the
+    # tool is frequent), and once all three have left the window nothing about that query may remain. Memory over
+    # 1500 more queries must stay that of the window: allowed 64 KiB of growth, where a count kept per past query (a
+    # small struct, a deque and a dict entry, several hundred bytes each) would grow by more than 1 MB.
     engine = LoopEngine(LoopGuardConfig(window=5, frequency_limit=3, max_period=1, max_steps=100_000))
     state = engine.new_state()
     step = 0
@@ -143,18 +143,35 @@ def test_counts_of_calls_that_left_the_window_are_freed() -> None:
     def feed(queries: range) -> None:
         nonlocal step
         for q in queries:
-            for _ in range(2):
-                for args in ({"q": q}, {"other": step}):
-                    engine.observe(state, _call(step, args, result=f"r{step}"))
-                    step += 1
+            for is_query in (True, False, True, False, False, True, False, False):
+                args = {"q": q} if is_query else {"other": step}
+                engine.observe(state, _call(step, args, result=f"r{step}"))
+                step += 1
 
-    feed(range(500))  # warm up: caches and the window reach their steady size
+    feed(range(300))  # warm up: caches and the window reach their steady size
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        feed(range(500, 4500))
+        feed(range(300, 1800))
         after = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
     assert state.window_size == 5 and state.verdict.kind == "working"
     assert after - before < 64 * 1024, after - before
+
+
+def test_a_tool_whose_frequency_limit_is_one_is_stuck_at_every_call() -> None:
+    # tools.a.frequency_limit = 1: one call of a signature of "a" in the window already counts as repetition, so
+    # every "a" call is stuck by frequency with 1 repetition starting at that call (each "a" call here has its own
+    # arguments); the "b" calls between them are working. Twelve calls, so calls leave the window of 10 too.
+    engine = LoopEngine(LoopGuardConfig(tools={"a": ToolSettings(frequency_limit=1)}, max_period=1,
+                                        max_steps=1000))
+    state = engine.new_state()
+    out = []
+    for i in range(12):
+        tool = "a" if i % 2 == 0 else "b"
+        v = engine.observe(state, ToolCall(tool, {"i": i}, result="same", result_captured=True, start=T0 + i,
+                                           end=T0 + i)).verdict
+        out.append((v.kind, v.rule, v.repetitions, v.cycle_start))
+    for i, o in enumerate(out):
+        assert o == (("stuck", "frequency", 1, i) if i % 2 == 0 else ("working", "none", None, None)), (i, o)

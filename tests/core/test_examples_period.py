@@ -13,6 +13,7 @@ from typing import Any
 from otel_loopguard.core.config import LoopGuardConfig, ToolSettings
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
+from otel_loopguard.core.signature import NUDGE_MARKER
 from tests.core._helpers import T0
 
 
@@ -112,3 +113,40 @@ def test_a_success_ends_a_run_of_retries() -> None:
               for i in (1, 2, 3)]
     out = _observe(calls)
     assert out[3] == ("stuck", "period", 1, 4, 0)
+
+
+def test_ignored_arguments_given_as_an_object_are_ignored() -> None:
+    # tools.a.ignore_args = ["page"], arguments handed over as dicts (not JSON text): {"q": 1, "page": n} for
+    # n = 1, 2, 3 are one signature once "page" is dropped: three consecutive calls -> stuck, period 1, from 0.
+    tools = {"a": ToolSettings(ignore_args=("page",))}
+    calls = [ToolCall("a", {"q": 1, "page": n}, result="same", result_captured=True, start=T0 + n, end=T0 + n)
+             for n in (1, 2, 3)]
+    assert _observe(calls, tools=tools)[2] == ("stuck", "period", 1, 3, 0)
+
+
+def test_no_arguments_and_empty_arguments_are_the_same_call() -> None:
+    # Arguments None and {} both mean no arguments: None, {}, None is one call three times -> stuck at call 2.
+    calls = [ToolCall("t", args, result="same", result_captured=True, start=T0 + i, end=T0 + i)
+             for i, args in enumerate([None, {}, None])]
+    assert _observe(calls)[2] == ("stuck", "period", 1, 3, 0)
+
+
+def test_a_result_is_compared_up_to_the_first_nudge_marker() -> None:
+    # A nudge is appended to a tool result after the marker; a result that carries one nudge, then two, is still
+    # the same result as the bare one: "abc", "abc" + nudge 1, "abc" + nudge 1 + nudge 2 -> stuck at call 2.
+    results = ["abc", "abc" + NUDGE_MARKER + "nudge 1", "abc" + NUDGE_MARKER + "nudge 1" + NUDGE_MARKER + "nudge 2"]
+    calls = [ToolCall("t", {"q": 1}, result=r, result_captured=True, start=T0 + i, end=T0 + i)
+             for i, r in enumerate(results)]
+    assert _observe(calls)[2] == ("stuck", "period", 1, 3, 0)
+
+
+def test_long_results_are_compared_by_content() -> None:
+    # Results longer than the 512 characters kept raw are digested at once. Three long results that differ in their
+    # last character: progress (working); the same long result three times: stuck.
+    different = ["x" * 600 + str(i) for i in range(3)]
+    calls = [ToolCall("t", {"q": 1}, result=r, result_captured=True, start=T0 + i, end=T0 + i)
+             for i, r in enumerate(different)]
+    assert _observe(calls)[2] == ("working", "progress", 1, 3, 0)
+    same = [ToolCall("t", {"q": 1}, result="y" * 600, result_captured=True, start=T0 + i, end=T0 + i)
+            for i in range(3)]
+    assert _observe(same)[2] == ("stuck", "period", 1, 3, 0)
