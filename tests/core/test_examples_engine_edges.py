@@ -120,3 +120,24 @@ def test_ignored_arguments_of_one_tool_stay_ignored_after_another_tool_used_that
                                           end=T0 + i)).verdict for i, (tool, args) in enumerate(plan)]
     assert [v.kind for v in out] == ["working"] * 7 + ["stuck"]
     assert (out[7].rule, out[7].repetitions, out[7].cycle_start, out[7].tool) == ("frequency", 3, 3, "a")
+
+
+def test_a_lease_turns_a_stuck_trace_to_waiting_and_keeps_the_verdict_of_its_start() -> None:
+    # Three identical calls: stuck at call 2. Call 3 declares a lease (owner "approver", deadline ahead): waiting,
+    # rule lease, from call 3. Call 4 repeats the call under the same lease: still waiting, and the verdict is the
+    # one reached at call 3 (step 3), not a new one. Every verdict names the engine's normalizer version.
+    engine = LoopEngine()
+    state = engine.new_state()
+    lease = Lease("approver", deadline=T0 + 1000)
+    calls = [ToolCall("t", {"q": 1}, result="same", result_captured=True, start=T0 + i, end=T0 + i,
+                      lease=lease if i >= 3 else None) for i in range(5)]
+    out = [engine.observe(state, c).verdict for c in calls]
+    assert (out[2].kind, out[2].rule) == ("stuck", "period")
+    assert (out[3].kind, out[3].rule, out[3].step) == ("waiting", "lease", 3)
+    assert out[4] is out[3]
+    assert all(v.normalizer_version == engine.normalizer_version != "" for v in out)
+    # A trace that waits from its very first call keeps the verdict of call 0 while the lease holds.
+    state = engine.new_state()
+    first, second = (engine.observe(state, ToolCall("t", {"q": 1}, result="same", result_captured=True,
+                                                    start=T0 + i, end=T0 + i, lease=lease)).verdict for i in (0, 1))
+    assert (first.kind, first.step) == ("waiting", 0) and second is first

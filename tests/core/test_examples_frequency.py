@@ -175,3 +175,15 @@ def test_a_tool_whose_frequency_limit_is_one_is_stuck_at_every_call() -> None:
         out.append((v.kind, v.rule, v.repetitions, v.cycle_start))
     for i, o in enumerate(out):
         assert o == (("stuck", "frequency", 1, i) if i % 2 == 0 else ("working", "none", None, None)), (i, o)
+
+
+def test_a_long_run_keeps_counting_as_calls_leave_the_window() -> None:
+    # A o A o A o ... for 30 calls (A the same call, each o new), window 5: from call 4 on, every A call has three A's
+    # in the window (itself and two calls back, four calls back) -> stuck by frequency, 3 repetitions starting four
+    # calls earlier; every o call has a new signature, so nothing repeats at it -> working (no rule).
+    calls = [{"args": A} if i % 2 == 0 else _other(i) for i in range(30)]
+    out = _run(calls)
+    for i in range(4, 30, 2):
+        assert out[i] == ("stuck", "frequency", 3, i - 4), (i, out[i])
+    for i in range(5, 30, 2):
+        assert out[i] == W, (i, out[i])
