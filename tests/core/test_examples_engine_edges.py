@@ -141,3 +141,47 @@ def test_a_lease_turns_a_stuck_trace_to_waiting_and_keeps_the_verdict_of_its_sta
     first, second = (engine.observe(state, ToolCall("t", {"q": 1}, result="same", result_captured=True,
                                                     start=T0 + i, end=T0 + i, lease=lease)).verdict for i in (0, 1))
     assert (first.kind, first.step) == ("waiting", 0) and second is first
+
+
+def _verdicts(engine: LoopEngine, plan: str) -> list[tuple[str, str, int | None, int | None]]:
+    state = engine.new_state()
+    out = []
+    for i, letter in enumerate(plan):
+        v = engine.observe(state, ToolCall("t", {"q": letter}, result="same", result_captured=True, start=T0 + i,
+                                           end=T0 + i)).verdict
+        out.append((v.kind, v.rule, v.period, v.cycle_start))
+    return out
+
+
+def test_hysteresis_counts_stuck_verdicts_of_one_cycle_only() -> None:
+    # Hysteresis 2: a stuck verdict shows once the same cycle (rule, period, start) was stuck twice in a row.
+    # "ababab": call 5 is stuck by period 2 from call 0 (first time: held, still working). Call 6 (b) breaks the
+    # period but b is now 4 times in the window: stuck by frequency from call 1, another cycle (held again). Call 7
+    # (b): b b b from call 5, period 1 (another cycle: held). Call 8 (b): the same period-1 cycle from call 5 a
+    # second time: stuck shows.
+    out = _verdicts(LoopEngine(LoopGuardConfig(hysteresis=2)), "abababbbb")
+    assert [o[0] for o in out] == ["working"] * 8 + ["stuck"]
+    assert out[8] == ("stuck", "period", 1, 5)
+
+
+def test_the_stops_after_a_nudge_carry_their_call_and_verdict() -> None:
+    # Defaults: one nudge, then a stop. "aaa": stuck at call 2 -> nudge. Call 3 (a again): it went on after the
+    # nudge -> stop at call 3, with call 3's verdict.
+    engine = LoopEngine()
+    state = engine.new_state()
+    obs = [engine.observe(state, ToolCall("t", {"q": "a"}, result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)) for i in range(4)]
+    assert obs[2].intervention is not None and obs[2].intervention.action == "nudge"
+    stop = obs[3].intervention
+    assert stop is not None and (stop.action, stop.step) == ("stop", 3) and stop.verdict is obs[3].verdict
+    # "aaaba": the nudge at call 2, then b ends the episode (working); at call 4 the window holds a four times
+    # (calls 0, 1, 2, 4): stuck again, by frequency. The one nudge allowed is spent -> stop at call 4 ("again after
+    # 1 nudge(s)"), with call 4's verdict.
+    state = engine.new_state()
+    obs = [engine.observe(state, ToolCall("t", {"q": q}, result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)) for i, q in enumerate("aaaba")]
+    assert obs[2].intervention is not None and obs[2].intervention.action == "nudge"
+    assert obs[3].intervention is None and obs[3].verdict.kind == "working"
+    stop = obs[4].intervention
+    assert stop is not None and (stop.action, stop.step) == ("stop", 4) and stop.verdict is obs[4].verdict
+    assert stop.message.endswith("again after 1 nudge(s)")
