@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 from otel_loopguard.core.config import LoopGuardConfig, Prices, ToolSettings
 from otel_loopguard.core.cost import Usage
@@ -185,3 +186,37 @@ def test_the_stops_after_a_nudge_carry_their_call_and_verdict() -> None:
     stop = obs[4].intervention
     assert stop is not None and (stop.action, stop.step) == ("stop", 4) and stop.verdict is obs[4].verdict
     assert stop.message.endswith("again after 1 nudge(s)")
+
+
+def test_a_new_trace_is_working_at_no_step() -> None:
+    # Before any call: working, no rule, at step -1 (no call), under the engine's normalizer version.
+    engine = LoopEngine()
+    v = engine.new_state().verdict
+    assert (v.kind, v.rule, v.step, v.normalizer_version) == ("working", "none", -1, engine.normalizer_version)
+
+
+def test_the_signature_digest_is_the_keyed_digest_of_tool_and_canonical_arguments() -> None:
+    # The emitted signature digest is HMAC-SHA256 (first 32 hex digits) under the configured key of the tool name,
+    # the unit separator U+001F and the canonical arguments: here "search" + "\x1f" + '{"q":1}'.
+    key = b"k" * 16
+    engine = LoopEngine(LoopGuardConfig(signature_key=key))
+    state = engine.new_state()
+    obs = [engine.observe(state, ToolCall("search", '{"q": 1}', result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)) for i in range(3)]
+    expected = hmac.new(key, b'search\x1f{"q":1}', hashlib.sha256).hexdigest()[:32]
+    assert obs[2].signature_digest == expected and obs[2].verdict.signature_digest == expected
+
+
+def test_a_call_repeated_without_its_lease_keeps_waiting() -> None:
+    # Calls 0 and 1 declare the same lease; call 2, the very same call (same argument text) without a lease,
+    # continues the wait: still waiting (the lease ends only when the trace moves on to another call).
+    engine = LoopEngine()
+    state = engine.new_state()
+    lease = Lease("approver", deadline=T0 + 1000)
+    out = [engine.observe(state, ToolCall("t", '{"q": 1}', result="pending", result_captured=True, start=T0 + i,
+                                          end=T0 + i, lease=lease if i < 2 else None)).verdict for i in range(3)]
+    assert [v.kind for v in out] == ["waiting"] * 3
+    # Another call ends it: working.
+    other = engine.observe(state, ToolCall("t", '{"q": 2}', result="x", result_captured=True, start=T0 + 3,
+                                           end=T0 + 3))
+    assert (other.verdict.kind, other.verdict.rule) == ("working", "none")

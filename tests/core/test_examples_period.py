@@ -150,3 +150,27 @@ def test_long_results_are_compared_by_content() -> None:
     same = [ToolCall("t", {"q": 1}, result="y" * 600, result_captured=True, start=T0 + i, end=T0 + i)
             for i in range(3)]
     assert _observe(same)[2] == ("stuck", "period", 1, 3, 0)
+
+
+def _one_tool(args: list[Any]) -> list[ToolCall]:
+    return [ToolCall("t", a, result="same", result_captured=True, start=T0 + i, end=T0 + i) for i, a in enumerate(args)]
+
+
+def test_the_same_arguments_spelt_differently_are_one_call() -> None:
+    # Key order and spaces differ, the canonical arguments {"q":1,"r":2} do not: three calls in a row of one
+    # signature -> stuck at call 2, period 1, 3 repetitions.
+    out = _observe(_one_tool(['{"q": 1, "r": 2}', '{"r": 2, "q": 1}', '{"q":1,"r":2}']))
+    assert out[2] == ("stuck", "period", 1, 3, 0)
+
+
+def test_arguments_given_as_text_then_as_an_object_are_one_call() -> None:
+    # '{"q": 1}' as JSON text, then {"q": 1} as a dict twice: one signature -> stuck at call 2.
+    assert _observe(_one_tool(['{"q": 1}', {"q": 1}, {"q": 1}]))[2] == ("stuck", "period", 1, 3, 0)
+    # And the other way round: a dict, then the same as text twice.
+    assert _observe(_one_tool([{"q": 1}, '{"q": 1}', '{"q":1}']))[2] == ("stuck", "period", 1, 3, 0)
+
+
+def test_different_arguments_given_as_an_object_and_as_text_are_different_calls() -> None:
+    # {"q": 1}, '{"q": 2}', {"q": 1}: no two neighbours are equal and {"q": 1} is only twice in the window (the
+    # frequency limit is 10 here): working at every call.
+    assert _observe(_one_tool([{"q": 1}, '{"q": 2}', {"q": 1}])) == [WORKING] * 3
