@@ -111,3 +111,23 @@ def test_the_float_folding_limit_in_new_spellings() -> None:
     assert canon.canonical('{"x": ' + _spelling("1", 400, pid) + "}") == '{"x":"\\u0000Inf"}'
     assert canon.canonical('{"x": -' + _spelling("1", 400, pid) + "}") == '{"x":"\\u0000-Inf"}'
     assert canon.canonical('{"x": Infinity}') == '{"x":"\\u0000Inf"}'
+
+
+def test_text_up_to_64_kib_is_read_and_longer_text_is_digested() -> None:
+    # The default limit is 65 536 characters: a text of exactly that length stands for itself (its JSON string);
+    # one character more is replaced by "#" and the 24-hex-digit blake2b digest of the text.
+    canon = Canonicalizer(VOLATILE)
+    at_limit, over = "x" * 65_536, "x" * 65_537
+    assert canon.canonical(at_limit) == '"' + at_limit + '"'
+    assert canon.canonical(over) == "#" + hashlib.blake2b(over.encode(), digest_size=12).hexdigest()
+
+
+def test_nesting_of_64_levels_is_canonical_and_65_is_digested() -> None:
+    # 64 nested arrays around 1, plus one empty array beside the innermost but one (65 brackets, so not the fast
+    # path): 64 levels is within the limit, so the canonical text is the compact text itself. One level more is
+    # too deep: "#" and the digest of the text.
+    canon = Canonicalizer(VOLATILE)
+    deep64 = "[" * 64 + "1" + "]" * 63 + ",[]]"
+    assert canon.canonical(deep64) == deep64
+    deep65 = "[" * 65 + "1" + "]" * 64 + ",[]]"
+    assert canon.canonical(deep65) == "#" + hashlib.blake2b(deep65.encode(), digest_size=12).hexdigest()

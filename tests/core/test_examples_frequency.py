@@ -187,3 +187,16 @@ def test_a_long_run_keeps_counting_as_calls_leave_the_window() -> None:
         assert out[i] == ("stuck", "frequency", 3, i - 4), (i, out[i])
     for i in range(5, 30, 2):
         assert out[i] == W, (i, out[i])
+
+
+def test_calls_with_empty_argument_text_are_counted_together() -> None:
+    # Tool "t" with arguments "" (empty text) three times, "a" and "b" once, each call followed by a call of another
+    # tool: t"" x t"a" x t"" x t"b" x t"". At call 8 the window (10) holds t"" three times (calls 0, 4, 8): stuck by
+    # frequency, 3 repetitions from call 0.
+    engine = LoopEngine(LoopGuardConfig(frequency_limit=3, max_period=1))
+    state = engine.new_state()
+    plan = [("t", ""), ("x", "1"), ("t", "a"), ("x", "2"), ("t", ""), ("x", "3"), ("t", "b"), ("x", "4"), ("t", "")]
+    out = [engine.observe(state, ToolCall(tool, args, result="same", result_captured=True, start=T0 + i,
+                                          end=T0 + i)).verdict for i, (tool, args) in enumerate(plan)]
+    assert [v.kind for v in out] == ["working"] * 8 + ["stuck"]
+    assert (out[8].rule, out[8].repetitions, out[8].cycle_start) == ("frequency", 3, 0)
