@@ -200,3 +200,34 @@ def test_calls_with_empty_argument_text_are_counted_together() -> None:
                                           end=T0 + i)).verdict for i, (tool, args) in enumerate(plan)]
     assert [v.kind for v in out] == ["working"] * 8 + ["stuck"]
     assert (out[8].rule, out[8].repetitions, out[8].cycle_start) == ("frequency", 3, 0)
+
+
+def _interleaved(args: list[Any]) -> list[tuple[str, str, int | None, int | None]]:
+    """Tool "t" with each of ``args``, each call followed by a new call of tool "x"; window 10, limit 3."""
+    engine = LoopEngine(LoopGuardConfig(frequency_limit=3, max_period=1))
+    state = engine.new_state()
+    out = []
+    step = 0
+    for a in args:
+        for tool, value in (("t", a), ("x", f"x{step}")):
+            v = engine.observe(state, ToolCall(tool, value, result="same", result_captured=True, start=T0 + step,
+                                               end=T0 + step)).verdict
+            out.append((v.kind, v.rule, v.repetitions, v.cycle_start))
+            step += 1
+    return out
+
+
+def test_nan_arguments_given_as_text_and_as_an_object_are_counted_together() -> None:
+    # '{"x": NaN}' (JSON text with the non-standard NaN) and {"x": nan} (a dict) have one canonical form; with a
+    # different call between them: text, dict, text at calls 0, 2 and 4 -> stuck by frequency at call 4, from 0.
+    out = _interleaved(['{"x": NaN}', {"x": float("nan")}, '{"x": NaN}'])
+    assert out[4] == ("stuck", "frequency", 3, 0)
+
+
+def test_long_argument_texts_are_counted_together() -> None:
+    # An argument text of 160 characters (longer than the 128 whose fingerprint is always taken as it is), three
+    # times with other calls between: stuck by frequency at call 4, from call 0.
+    text = '{"q": "' + "x" * 150 + '"}'
+    assert len(text) > 128
+    out = _interleaved([text, text, text])
+    assert out[4] == ("stuck", "frequency", 3, 0)
