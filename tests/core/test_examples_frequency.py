@@ -231,3 +231,29 @@ def test_long_argument_texts_are_counted_together() -> None:
     assert len(text) > 128
     out = _interleaved([text, text, text])
     assert out[4] == ("stuck", "frequency", 3, 0)
+
+
+def test_counts_of_tools_that_left_the_window_are_freed() -> None:
+    # Every call is of a new tool: once a call has left the window (5 calls) nothing about its tool may remain in
+    # the trace. The engine's own per-tool cache holds up to 4096 tools and is emptied when full, so memory is
+    # compared at the same point of two of its cycles (100 tools into each): 4096 more tools may grow it by at most
+    # 256 KiB (45 KB measured: dict resizes), where a count kept per past tool (a small struct and a deque, several
+    # hundred bytes) would grow it by more than 1 MB.
+    engine = LoopEngine(LoopGuardConfig(window=5, frequency_limit=3, max_period=1, max_steps=100_000))
+    state = engine.new_state()
+
+    def feed(tools: range) -> None:
+        for i in tools:
+            engine.observe(state, ToolCall(f"tool{i}", None, result="r", result_captured=True, start=T0 + i,
+                                           end=T0 + i))
+
+    feed(range(4096 + 100))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        feed(range(4096 + 100, 2 * 4096 + 100))
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert state.window_size == 5 and state.verdict.kind == "working"
+    assert after - before < 256 * 1024, after - before
