@@ -12,6 +12,7 @@ import pytest
 from otel_loopguard.cli import main
 from otel_loopguard.core.config import LoopGuardConfig
 from tests.support.calibrate_runs import PRICES, RunWriter, distinct, same
+from tests.support.external import require_module
 
 # The runs of these tests (tests/support/calibrate_runs.py writes them through the SDK):
 # LOOP: 2 different calls, then search(q=x) x5 with one result (calls 2..6): with the grid below, stuck after call 3
@@ -332,7 +333,7 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("ext", ["png", "svg"])
 def test_plot_writes_a_picture(tmp_path: Path, capsys: pytest.CaptureFixture[str], ext: str) -> None:
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", "'otel-loopguard[plot]'")  # in the test extra: CI must not skip this
     inc, ok = RunWriter(), RunWriter()
     inc.run(LOOP)
     ok.run(POLL)

@@ -126,9 +126,13 @@ def test_ctrl_c_writes_whole_lines_and_says_interrupted(tmp_path: Path) -> None:
     130."""
     fifo = tmp_path / "never.fifo"
     os.mkfifo(fifo)
+    # SIGINT restored to its default in the child: a test run started in the background by a shell without job
+    # control inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the child would never
+    # see the Ctrl-C this test sends).
     process = subprocess.Popen([sys.executable, "-m", "otel_loopguard.cli", "audit", str(HEALTHY), str(fifo)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stdout is not None
     first = b""
     while first.count(b"\n") < 2:  # the first report (a headline and its step audit), read as it is written

@@ -99,7 +99,7 @@ def _send_traces(endpoint: str) -> dict[str, bool]:
 class Serve:
     """``otel-loopguard serve`` as a child process, OTLP/gRPC only, on a free port."""
 
-    def __init__(self, name: str, exporter_endpoint: str) -> None:
+    def __init__(self, name: str, exporter_endpoint: str, environ: dict[str, str] | None = None) -> None:
         self.name = name
         self.port = free_port()
         self.log = Path(tempfile.mkdtemp(prefix="serve-")) / "serve.log"
@@ -108,6 +108,7 @@ class Serve:
             "OTEL_EXPORTER_OTLP_ENDPOINT": exporter_endpoint,
             "OTEL_RESOURCE_ATTRIBUTES": f"service.instance.id={name}",
             "LOOPGUARD_SIGNATURE_KEY": SIGNATURE_KEY,
+            **(environ or {}),
         })  # fmt: skip
         command = [str(Path(sys.executable).parent / "otel-loopguard"), "serve",
                    "--grpc", f"127.0.0.1:{self.port}", "--http", ""]  # fmt: skip
@@ -134,12 +135,12 @@ class Serve:
 
 
 @pytest.fixture
-def serves() -> Iterator[Callable[[str, str], Serve]]:
+def serves() -> Iterator[Callable[..., Serve]]:
     """Start ``serve`` instances; every one still running is stopped at the end."""
     started: list[Serve] = []
 
-    def start(name: str, exporter_endpoint: str) -> Serve:
-        instance = Serve(name, exporter_endpoint)
+    def start(name: str, exporter_endpoint: str, environ: dict[str, str] | None = None) -> Serve:
+        instance = Serve(name, exporter_endpoint, environ)
         started.append(instance)
         return instance
 
@@ -173,7 +174,7 @@ def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **la
 
 
 def test_gateway_shards_traces_over_two_serve_instances_like_one(
-    otelcol_bin: Path, tmp_path: Path, serves: Callable[[str, str], Serve]
+    otelcol_bin: Path, tmp_path: Path, serves: Callable[..., Serve]
 ) -> None:
     """Every trace is judged by exactly one of two instances, the verdicts equal one instance's, nothing loops."""
     # The reference: one serve instance alone, straight from the agent.
@@ -198,7 +199,10 @@ def test_gateway_shards_traces_over_two_serve_instances_like_one(
     with RecordingOTLPReceiver() as tempo, RecordingOTLPHTTPReceiver() as loki:
         listeners = listener_overlay("gateway.yaml")
         verdict_port = listeners[1].receivers["otlp/verdicts"]["grpc"]
-        instances = [serves(name, f"http://127.0.0.1:{verdict_port}") for name in ("serve-a", "serve-b")]
+        # Each instance exports its metrics every half second (the SDK's own variable; the default is a minute), so
+        # its tool-call counter at the gateway says which spans it has received: see below.
+        instances = [serves(name, f"http://127.0.0.1:{verdict_port}", {"OTEL_METRIC_EXPORT_INTERVAL": "500"})
+                     for name in ("serve-a", "serve-b")]  # fmt: skip
         extra = {
             "exporters": {"load_balancing": {"resolver": {"static": {"hostnames": [s.address for s in instances]}}}},
         }
@@ -211,6 +215,13 @@ def test_gateway_shards_traces_over_two_serve_instances_like_one(
             _poll("the load balancer to send every span",
                   lambda: _sum(scrape(gateway.telemetry_url), "otelcol_exporter_sent_spans_total",
                                exporter="load_balancing") >= SPANS, diagnostics)  # fmt: skip
+            # That count is taken when the spans enter the per-instance `otlp` sub-exporters, whose sending queues
+            # are on by default: it does not mean an instance has them. Stopping the instances then could lose the
+            # spans still queued (a failure seen once on a loaded machine). Delivery is known from the receiving
+            # side: every tool span counted by the instances (they count a tool call when its span is received).
+            _poll("the instances to receive every tool span",
+                  lambda: _sum(scrape(gateway.prometheus_url), "loopguard_tool_calls_total") >= TRACES * CALLS,
+                  diagnostics)  # fmt: skip
             # Each instance drains, judges, and flushes its verdict events and metrics to otlp/verdicts.
             for instance in instances:
                 assert instance.stop() == 0, instance.output()
@@ -222,6 +233,9 @@ def test_gateway_shards_traces_over_two_serve_instances_like_one(
                 diagnostics,
             )
             telemetry = scrape(gateway.telemetry_url)
+            # Tempo's copies pass the gateway's batch processor (5 s) and a sending queue: waited for here, while
+            # the gateway runs, rather than trusting its shutdown to finish within the stop timeout.
+            assert tempo.wait_for(lambda r: len(r.spans()) >= SPANS, WAIT), diagnostics()
         # Stopped: the gateway flushed its batches, so the backends now hold everything it will ever send.
 
     records = loki.log_records()

@@ -4,7 +4,7 @@ value under ``input``; only text that starts with ``{`` or ``[`` is read as JSON
 from __future__ import annotations
 
 from otel_loopguard.core.model import ToolCall
-from otel_loopguard.core.step_audit import step_args
+from otel_loopguard.core.step_audit import MAX_VIOLATIONS, StepAudit, audit_trace, step_args
 
 
 def test_plain_text_is_the_input() -> None:
@@ -31,3 +31,53 @@ def test_no_arguments_are_no_members_and_other_values_the_input() -> None:
     assert step_args(ToolCall("t", None)) == {}
     assert step_args(ToolCall("t", {"a": 1})) == {"a": 1}
     assert step_args(ToolCall("t", [3])) == {"input": [3]}
+
+
+# -- the incremental audit (StepAudit), fixed examples ----------------------------------------------------------
+
+
+def _incremental(calls: list[ToolCall], max_steps: int = 100, repeat_limit: int = 3) -> dict[str, object]:
+    audit = StepAudit(max_steps, repeat_limit)
+    for call in calls:
+        audit.add(call)
+    return audit.result()
+
+
+def test_a_tool_named_with_a_bar_repeats_a_call_of_another_tool_whose_signature_collides() -> None:
+    # Signatures are `tool|k=v,...`: tool "a" with arguments {"x": "1|"} signs "a|" + "x=1|" = "a|x=1|", and tool
+    # "a|x=1" with no arguments signs "a|x=1" + "|" = "a|x=1|": the same text, so the audit takes them for one
+    # step. Alternating them (both directions of the change of tool) is one run of 4 identical steps from index 0.
+    plain, barred = ToolCall("a", '{"x": "1|"}'), ToolCall("a|x=1", None)
+    calls = [plain, barred, plain, barred]
+    expected = {"ok": False, "steps_used": 4, "violations": ["repeat_loop:a|x=1|@0"]}
+    assert _incremental(calls) == expected
+    assert audit_trace([{"tool": "a", "args": {"x": "1|"}}, {"tool": "a|x=1"}] * 2, 100, 3) == expected
+    # Starting with the barred tool: the change of tool in the other direction first.
+    assert _incremental([barred, plain, barred]) == {"ok": False, "steps_used": 3,
+                                                      "violations": ["repeat_loop:a|x=1|@0"]}
+
+
+def test_equal_arguments_of_different_spelling_are_different_steps() -> None:
+    # {"a": 1} == {"a": 1.0} in Python, but the audit renders values with str(): "t|a=1" and "t|a=1.0" differ, so
+    # the two calls are not a run of 2 (repeat limit 2): no violation. The same for 1 and 1.0 as the raw input.
+    assert _incremental([ToolCall("t", {"a": 1}), ToolCall("t", {"a": 1.0})], repeat_limit=2) == {
+        "ok": True, "steps_used": 2, "violations": []}
+    assert _incremental([ToolCall("t", 1), ToolCall("t", 1.0)], repeat_limit=2) == {
+        "ok": True, "steps_used": 2, "violations": []}
+    # Equal dicts of equal spelling (two objects) are one step repeated: a run of 2 from index 0.
+    assert _incremental([ToolCall("t", {"a": 1}), ToolCall("t", {"a": 1})], repeat_limit=2)["violations"] == [
+        "repeat_loop:t|a=1@0"]
+
+
+def test_violations_stop_at_the_bound_including_the_run_still_open_at_the_end() -> None:
+    # Repeat limit 1: every maximal run is a violation, so 1 001 calls of distinct tools are 1 001 runs. Only
+    # MAX_VIOLATIONS (1 000) are kept (the module's documented bound); the 1 001st is the run still open when the
+    # result is asked for, and it must not push the list past the bound.
+    assert MAX_VIOLATIONS == 1000
+    result = _incremental([ToolCall(f"t{i}") for i in range(1001)], max_steps=10_000, repeat_limit=1)
+    violations = result["violations"]
+    assert isinstance(violations, list) and len(violations) == 1000
+    assert result["ok"] is False and result["steps_used"] == 1001
+    # The first ones found are kept: t0 at 0 ... t999 at 999, never the last call's run (t1000 at 1000).
+    assert "repeat_loop:t0|@0" in violations and "repeat_loop:t999|@999" in violations
+    assert "repeat_loop:t1000|@1000" not in violations
