@@ -379,6 +379,11 @@ class ToolSettings:
 
     def __post_init__(self) -> None:
         _check_fields(self, "tools.")
+        # As at the top level: one call is not a repetition (a limit of 1 would make every call of the tool stuck).
+        for name in ("min_repetitions", "frequency_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 2:
+                raise ConfigError(f"tools.{name} must be at least 2, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -465,6 +470,10 @@ class LoopGuardConfig:
             )
         if self.frequency_limit > self.window:
             raise ConfigError(f"frequency_limit ({self.frequency_limit}) cannot exceed window ({self.window})")
+        for tool, settings in self.tools.items():
+            if settings.frequency_limit is not None and settings.frequency_limit > self.window:
+                raise ConfigError(f"tools.{tool}.frequency_limit ({settings.frequency_limit}) cannot exceed window "
+                                  f"({self.window})")
 
     @property
     def digest_key(self) -> bytes:

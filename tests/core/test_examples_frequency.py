@@ -11,9 +11,12 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+import pytest
+
 from otel_loopguard.core.config import LoopGuardConfig, ToolSettings
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import ToolCall
+from otel_loopguard.errors import ConfigError
 from tests.core._helpers import T0
 
 A = {"q": "a"}
@@ -160,21 +163,17 @@ def test_counts_of_calls_that_left_the_window_are_freed() -> None:
     assert after - before < 64 * 1024, after - before
 
 
-def test_a_tool_whose_frequency_limit_is_one_is_stuck_at_every_call() -> None:
-    # tools.a.frequency_limit = 1: one call of a signature of "a" in the window already counts as repetition, so
-    # every "a" call is stuck by frequency with 1 repetition starting at that call (each "a" call here has its own
-    # arguments); the "b" calls between them are working. Twelve calls, so calls leave the window of 10 too.
-    engine = LoopEngine(LoopGuardConfig(tools={"a": ToolSettings(frequency_limit=1)}, max_period=1,
-                                        max_steps=1000))
-    state = engine.new_state()
-    out = []
-    for i in range(12):
-        tool = "a" if i % 2 == 0 else "b"
-        v = engine.observe(state, ToolCall(tool, {"i": i}, result="same", result_captured=True, start=T0 + i,
-                                           end=T0 + i)).verdict
-        out.append((v.kind, v.rule, v.repetitions, v.cycle_start))
-    for i, o in enumerate(out):
-        assert o == (("stuck", "frequency", 1, i) if i % 2 == 0 else ("working", "none", None, None)), (i, o)
+def test_a_tool_frequency_limit_below_two_or_beyond_the_window_is_refused() -> None:
+    # As at the top level, one call is not a repetition: a per-tool limit (or repetition count) of 1 would make every
+    # call of that tool stuck, so it is a configuration error naming the setting; a per-tool limit larger than the
+    # window (default 10) could never be reached.
+    with pytest.raises(ConfigError, match=r"^tools.frequency_limit must be at least 2, got 1$"):
+        ToolSettings(frequency_limit=1)
+    with pytest.raises(ConfigError, match=r"^tools.min_repetitions must be at least 2, got 1$"):
+        ToolSettings(min_repetitions=1)
+    with pytest.raises(ConfigError, match=r"^tools.a.frequency_limit \(11\) cannot exceed window \(10\)$"):
+        LoopGuardConfig(tools={"a": ToolSettings(frequency_limit=11)})
+    assert LoopGuardConfig(tools={"a": ToolSettings(frequency_limit=10)}).tools["a"].frequency_limit == 10
 
 
 def test_a_long_run_keeps_counting_as_calls_leave_the_window() -> None:
