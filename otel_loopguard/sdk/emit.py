@@ -96,14 +96,19 @@ class _Tally:
     time. Values seen once are reported for good, also at zero, as a cumulative synchronous counter shows.
     """
 
-    def __init__(self, *keys: str) -> None:
+    def __init__(self, *keys: str, lock: threading.Lock | None = None) -> None:
         self._keys = keys
         self._counts: dict[tuple[str, ...], int] = {}
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
 
     def add(self, amount: int, *values: str) -> None:
         with self._lock:
             self._counts[values] = self._counts.get(values, 0) + amount
+
+    def add_locked(self, amount: int, values: tuple[str, ...]) -> None:
+        """:meth:`add` for a caller that holds this tally's lock (shared by the tallies one event changes)."""
+        counts = self._counts
+        counts[values] = counts.get(values, 0) + amount
 
     def observe(self, options: CallbackOptions) -> Iterable[Measurement]:
         with self._lock:
@@ -216,19 +221,22 @@ class Emitter:
         self._version = normalizer_version
         self.tool_names = CappedNames(max_names)
         self.agent_names = CappedNames(max_names)
-        # Observable counters: these change on the application's thread per tool span, trace or transition.
+        # Observable counters: these change on the application's thread per tool span, trace or transition. The
+        # three an event changes share one lock, taken once per event.
+        self._event_lock = threading.Lock()
         self._verdicts = _Tally(
-            n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME
+            n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME,
+            lock=self._event_lock,
         )
         self.verdicts = meter.create_observable_counter(
             n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
         )
-        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE)
+        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE, lock=self._event_lock)
         self.interventions = meter.create_observable_counter(
             n.METRIC_INTERVENTIONS, [self._interventions.observe], n.UNIT_INTERVENTION,
             "Nudges and stops decided by loopguard",
         )
-        self._active = _Tally(n.LOOPGUARD_VERDICT)
+        self._active = _Tally(n.LOOPGUARD_VERDICT, lock=self._event_lock)
         self.active = meter.create_observable_up_down_counter(
             n.METRIC_TRACES_ACTIVE, [self._active.observe], n.UNIT_TRACE, "Traces tracked now, by current verdict"
         )
@@ -319,16 +327,19 @@ class Emitter:
         for :meth:`release`.
         """
         attrs = event_attributes(event, self._version)
-        if event.transition is not None:
-            t = event.transition
-            self._verdicts.add(1, t.verdict.kind, t.previous, t.verdict.rule, self.agent_names(event.agent))
-            self._active.add(-1, t.previous)
-            self._active.add(1, t.verdict.kind)
-            if t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
-                self._hold_or_run(self.detection_delay.record, t.verdict.step - t.verdict.cycle_start + 1, None,
-                                  _NO_SPAN)
-        if event.intervention is not None:
-            self._interventions.add(1, event.intervention.action, event.intervention.rule)
+        t = event.transition
+        intervention = event.intervention
+        if t is not None or intervention is not None:
+            agent = self.agent_names(event.agent) if t is not None else ""
+            with self._event_lock:
+                if t is not None:
+                    self._verdicts.add_locked(1, (t.verdict.kind, t.previous, t.verdict.rule, agent))
+                    self._active.add_locked(-1, (t.previous,))
+                    self._active.add_locked(1, (t.verdict.kind,))
+                if intervention is not None:
+                    self._interventions.add_locked(1, (intervention.action, intervention.rule))
+        if t is not None and t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
+            self._hold_or_run(self.detection_delay.record, t.verdict.step - t.verdict.cycle_start + 1, None, _NO_SPAN)
         self._hold_or_run(self._send, event, attrs, target)
 
     def _send(self, event: VerdictEvent, attrs: dict[str, Any], target: Span | None) -> None:
