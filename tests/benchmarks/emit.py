@@ -8,18 +8,23 @@ Real SDK providers, as the processor's benchmark and ``serve`` build them: a ``L
 a ``force_flush`` of the logger provider (the batch processor's export of the chunk, in its own thread, is counted:
 it is CPU of the process). Variants run interleaved, their order rotating every round.
 
-Variants, per event (a stuck transition with a nudge, as a looping trace emits; 12 attributes):
+Variants, per event (a stuck transition with a nudge, as a looping trace emits; 14 attributes):
 
 * ``event/bare``: ``Logger.emit`` with the attributes of the event built once (the least the SDK costs us);
-* ``event/ours``: ``Emitter.emit`` with no target span, the whole path (attributes, counts, log record);
-* with ``--providers ours`` ``build_providers``' settings where they differ from the SDK's defaults.
+* ``event/ours``: ``Emitter.emit`` with no target span, the whole path (attributes, counts, the event's
+  ``loopguard.detection.delay`` record, log record).
 
 Per histogram record:
 
-* ``hist/bare``: ``Histogram.record(5, {"gen_ai.agent.name": "agent"})`` on a meter of the SDK's default settings;
-* ``hist/ours``: ``Emitter.agent_finished("agent", 5)``, on the providers of ``build_providers`` when they differ;
-* ``hist/bare-noattr`` and ``hist/ours-noattr``: ``Histogram.record(5)`` and ``Emitter.trace_finished`` (one record,
-  ``loopguard.trace.steps``, no attributes).
+* ``hist/bare``: ``Histogram.record(5, {"gen_ai.agent.name": "researcher"})``;
+* ``hist/ours``: ``Emitter.agent_finished("researcher", 5)`` (that same record);
+* ``hist-noattr/bare`` and ``hist-noattr/ours``: ``Histogram.record(5)`` and ``Emitter.trace_finished`` (one record,
+  ``loopguard.trace.steps``, no attributes, and the active-traces count);
+* ``hist-in-span/...``: ``hist/...`` while a sampled span is current, as when the application's thread drains the
+  processor (``check()``, ``force_flush()``): a trace-based exemplar filter then offers the record to the reservoir.
+
+Every variant runs on two sets of providers: ``/sdk``, the SDK's default settings (what a user may pass to the
+processor), and ``/ours``, as ``build_providers`` makes them for ``serve`` (exemplars off).
 
 Printed: µs per call (median over rounds of the chunk's CPU / chunk, with min-max), and ours/bare ratios.
 """
