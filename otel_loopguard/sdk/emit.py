@@ -22,7 +22,7 @@ from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
 from opentelemetry.metrics import CallbackOptions, MeterProvider, get_meter
 from opentelemetry.metrics import Observation as Measurement
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext
+from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContext
 
 from .._version import VERSION
 from ..conventions import names as n
@@ -37,6 +37,14 @@ MAX_NAME_CHARS = 128
 MAX_MESSAGE_CHARS = 1024
 _DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by chance, ~1 in 10^14 per pair
 _ELLIPSIS = "\u2026"
+
+# The context every metric record is made in: no span. loopguard records a trace's figures after the trace ended,
+# on the processor's background thread (or serve's), so the span current at that moment, if any, is an unrelated
+# one (the application's span that called check() or force_flush()); with the SDK's default trace-based exemplar
+# filter it would get the record as an exemplar, and each such record costs the exemplar reservoir's work
+# (tests/benchmarks/emit.py, hist-in-span). A context holding the invalid span makes the filter decline at once and
+# spares the SDK's lookup of the current context (an empty Context would not: the SDK treats it as "none given").
+_NO_SPAN = trace.set_span_in_context(INVALID_SPAN)
 
 
 def bounded_name(name: str) -> str:
@@ -88,14 +96,19 @@ class _Tally:
     time. Values seen once are reported for good, also at zero, as a cumulative synchronous counter shows.
     """
 
-    def __init__(self, *keys: str) -> None:
+    def __init__(self, *keys: str, lock: threading.Lock | None = None) -> None:
         self._keys = keys
         self._counts: dict[tuple[str, ...], int] = {}
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
 
     def add(self, amount: int, *values: str) -> None:
         with self._lock:
             self._counts[values] = self._counts.get(values, 0) + amount
+
+    def add_locked(self, amount: int, values: tuple[str, ...]) -> None:
+        """:meth:`add` for a caller that holds this tally's lock (shared by the tallies one event changes)."""
+        counts = self._counts
+        counts[values] = counts.get(values, 0) + amount
 
     def observe(self, options: CallbackOptions) -> Iterable[Measurement]:
         with self._lock:
@@ -208,19 +221,22 @@ class Emitter:
         self._version = normalizer_version
         self.tool_names = CappedNames(max_names)
         self.agent_names = CappedNames(max_names)
-        # Observable counters: these change on the application's thread per tool span, trace or transition.
+        # Observable counters: these change on the application's thread per tool span, trace or transition. The
+        # three an event changes share one lock, taken once per event.
+        self._event_lock = threading.Lock()
         self._verdicts = _Tally(
-            n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME
+            n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME,
+            lock=self._event_lock,
         )
         self.verdicts = meter.create_observable_counter(
             n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
         )
-        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE)
+        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE, lock=self._event_lock)
         self.interventions = meter.create_observable_counter(
             n.METRIC_INTERVENTIONS, [self._interventions.observe], n.UNIT_INTERVENTION,
             "Nudges and stops decided by loopguard",
         )
-        self._active = _Tally(n.LOOPGUARD_VERDICT)
+        self._active = _Tally(n.LOOPGUARD_VERDICT, lock=self._event_lock)
         self.active = meter.create_observable_up_down_counter(
             n.METRIC_TRACES_ACTIVE, [self._active.observe], n.UNIT_TRACE, "Traces tracked now, by current verdict"
         )
@@ -254,6 +270,7 @@ class Emitter:
         # Emissions held for release(), when hold() was called: a deque, so that a thread appending while another
         # releases loses nothing (append and popleft are atomic).
         self._held: deque[tuple[Callable[..., None], tuple[Any, ...]]] | None = None
+        self._attribute_sets: dict[tuple[str, str], dict[str, str]] = {}
 
     def hold(self) -> None:
         """From now on, keep events and histogram records until :meth:`release` instead of handing each to the SDK
@@ -310,15 +327,19 @@ class Emitter:
         for :meth:`release`.
         """
         attrs = event_attributes(event, self._version)
-        if event.transition is not None:
-            t = event.transition
-            self._verdicts.add(1, t.verdict.kind, t.previous, t.verdict.rule, self.agent_names(event.agent))
-            self._active.add(-1, t.previous)
-            self._active.add(1, t.verdict.kind)
-            if t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
-                self._hold_or_run(self.detection_delay.record, t.verdict.step - t.verdict.cycle_start + 1)
-        if event.intervention is not None:
-            self._interventions.add(1, event.intervention.action, event.intervention.rule)
+        t = event.transition
+        intervention = event.intervention
+        if t is not None or intervention is not None:
+            agent = self.agent_names(event.agent) if t is not None else ""
+            with self._event_lock:
+                if t is not None:
+                    self._verdicts.add_locked(1, (t.verdict.kind, t.previous, t.verdict.rule, agent))
+                    self._active.add_locked(-1, (t.previous,))
+                    self._active.add_locked(1, (t.verdict.kind,))
+                if intervention is not None:
+                    self._interventions.add_locked(1, (intervention.action, intervention.rule))
+        if t is not None and t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
+            self._hold_or_run(self.detection_delay.record, t.verdict.step - t.verdict.cycle_start + 1, None, _NO_SPAN)
         self._hold_or_run(self._send, event, attrs, target)
 
     def _send(self, event: VerdictEvent, attrs: dict[str, Any], target: Span | None) -> None:
@@ -350,20 +371,30 @@ class Emitter:
         """A trace was released (its root ended) or evicted; record its final figures."""
         self._active.add(-1, verdict)
         if steps:
-            self._hold_or_run(self.trace_steps.record, steps)
+            self._hold_or_run(self.trace_steps.record, steps, None, _NO_SPAN)
         if cost is not None:
-            self._hold_or_run(self.trace_cost.record, cost)
+            self._hold_or_run(self.trace_cost.record, cost, None, _NO_SPAN)
         if evicted is not None:
-            self.evicted.add(1, {n.LOOPGUARD_EVICTION_REASON: evicted})
+            self.evicted.add(1, self._attributes(n.LOOPGUARD_EVICTION_REASON, evicted), _NO_SPAN)
 
     def agent_finished(self, agent: str | None, tool_calls: int) -> None:
         """An agent invocation ended after ``tool_calls`` tool calls."""
-        self._hold_or_run(self.agent_tool_calls.record, tool_calls, {n.GEN_AI_AGENT_NAME: self.agent_names(agent)})
+        self._hold_or_run(self.agent_tool_calls.record, tool_calls,
+                          self._attributes(n.GEN_AI_AGENT_NAME, self.agent_names(agent)), _NO_SPAN)
 
     def unread(self, reason: str, spans: int) -> None:
         """Count spans that could not be read as tool calls (reason: a constant of conventions/unread.py)."""
-        self.spans_unread.add(spans, {n.LOOPGUARD_UNREAD_REASON: bounded_name(reason)})
+        self.spans_unread.add(spans, self._attributes(n.LOOPGUARD_UNREAD_REASON, bounded_name(reason)), _NO_SPAN)
 
     def error(self, error_type: str) -> None:
         """Count a failure inside a hook."""
-        self.errors.add(1, {n.ERROR_TYPE: bounded_name(error_type)})
+        self.errors.add(1, self._attributes(n.ERROR_TYPE, bounded_name(error_type)), _NO_SPAN)
+
+    def _attributes(self, key: str, value: str) -> dict[str, str]:
+        """The one-attribute set ``{key: value}`` of a metric record, built once per distinct pair and reused (the
+        SDK copies the attributes it keeps, so sharing one dict between records is safe). Every value here is
+        low-cardinality already (capped names, fixed reasons, exception type names), so the cache stays small."""
+        attributes = self._attribute_sets.get((key, value))
+        if attributes is None:
+            attributes = self._attribute_sets[(key, value)] = {key: value}
+        return attributes

@@ -12,11 +12,17 @@ from typing import Any, Literal
 
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import (
+    AlwaysOffExemplarFilter,
+    AlwaysOnExemplarFilter,
+    ExemplarFilter,
+    MeterProvider,
+    TraceBasedExemplarFilter,
+)
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
-__all__ = ["build_providers", "otlp_exporter", "otlp_protocol", "service_resource"]
+__all__ = ["build_providers", "exemplar_filter", "otlp_exporter", "otlp_protocol", "service_resource"]
 
 Signal = Literal["traces", "logs", "metrics"]
 
@@ -93,10 +99,33 @@ def log_record_limits(environ: Mapping[str, str]) -> LogRecordLimits:
     )
 
 
+_EXEMPLAR_FILTERS: dict[str, type[ExemplarFilter]] = {
+    "always_off": AlwaysOffExemplarFilter,
+    "always_on": AlwaysOnExemplarFilter,
+    "trace_based": TraceBasedExemplarFilter,
+}
+
+
+def exemplar_filter(environ: Mapping[str, str]) -> ExemplarFilter:
+    """The filter ``OTEL_METRICS_EXEMPLAR_FILTER`` names (``always_off``, ``always_on``, ``trace_based``); when it
+    is unset, ``always_off`` rather than the SDK's default ``trace_based``.
+
+    Every metric record loopguard makes is made outside any span (sdk/emit.py), so a trace-based filter never keeps
+    an exemplar of ours anyway; off, the SDK does not even ask for each record. ``always_on`` still gives one sample
+    value per bucket (without a trace link) to whoever wants it. An unknown name warns and turns exemplars off."""
+    name = environ.get("OTEL_METRICS_EXEMPLAR_FILTER", "").strip().lower() or "always_off"
+    chosen = _EXEMPLAR_FILTERS.get(name)
+    if chosen is None:
+        _logger.warning("otel_loopguard: unknown OTEL_METRICS_EXEMPLAR_FILTER %r; exemplars are off", name[:64])
+        chosen = AlwaysOffExemplarFilter
+    return chosen()
+
+
 def build_providers(environ: Mapping[str, str], resource: Resource) -> tuple[LoggerProvider, MeterProvider]:
     """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say, with
-    :func:`log_record_limits`."""
+    :func:`log_record_limits` and :func:`exemplar_filter`."""
     logger_provider = LoggerProvider(resource=resource, log_record_limits=log_record_limits(environ))
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("logs", environ)))
     reader = PeriodicExportingMetricReader(otlp_exporter("metrics", environ))
-    return logger_provider, MeterProvider(resource=resource, metric_readers=[reader])
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader], exemplar_filter=exemplar_filter(environ))
+    return logger_provider, meter_provider
