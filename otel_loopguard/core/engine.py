@@ -223,7 +223,7 @@ class LoopEngine:
             window.last_not_permanent = index
         self._frequency_update(state._frequency, entry, evicted)
 
-        found: Repetition | None | bool = False  # False: not looked for yet
+        found: Repetition | bool | None = False  # False: not looked for yet
         if not repeats and lease.lease is None:
             # No lease and no period: the decision order asks the frequency rule.
             found = self._frequency_find(state._frequency, entry)
@@ -264,7 +264,7 @@ class LoopEngine:
     # -- the decision order ------------------------------------------------
 
     def _judge(self, state: TraceState, now: float | None, repeats: bool, entry: Call | None,
-               found: Repetition | None | bool = False) -> Observation | None:
+               found: Repetition | bool | None = False) -> Observation | None:
         """Decide the verdict after the trace's latest call, then apply the ladder.
 
         Args:

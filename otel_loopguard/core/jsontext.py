@@ -7,8 +7,6 @@ from typing import Any, Final
 
 import msgspec
 
-from .cache import BoundedCache
-
 __all__ = ["REFUSED", "loads", "parsed"]
 
 _msgspec_loads = msgspec.json.Decoder().decode
@@ -17,10 +15,9 @@ _MSGSPEC_REFUSALS = (msgspec.MsgspecError, RecursionError, UnicodeEncodeError)
 
 #: What :func:`parsed` gives for text msgspec refuses.
 REFUSED: Final = msgspec.UNSET
-# Argument texts parsed lately, with their values: the engine's fingerprint and the step audit read the same call's
-# arguments moments apart. Texts longer than this are not kept.
-_PARSED: BoundedCache[str, Any] = BoundedCache(1024)
-_PARSED_MAX_CHARS = 4096
+# The argument text parsed last, with its value: the engine's fingerprint and then the step audit read the same
+# call's arguments (the same str object) moments apart. One tuple, replaced whole: atomic under the GIL.
+_last: tuple[str | None, Any] = (None, None)
 
 
 def loads(text: bytes | bytearray | str) -> Any:
@@ -39,16 +36,18 @@ def loads(text: bytes | bytearray | str) -> Any:
 
 def parsed(text: str) -> Any:
     """msgspec's value of the JSON text ``text`` (what :func:`loads` gives when msgspec accepts it), or
-    :data:`REFUSED`; remembered for short texts, so two readers of one argument text parse it once.
+    :data:`REFUSED`; the text parsed last is remembered, so two readers of one argument text in a row (the engine's
+    fingerprint, then the step audit) parse it once.
 
     The value may be shared with other callers: it must never be changed.
     """
-    value = _PARSED.get(text)
-    if value is None:
-        try:
-            value = _msgspec_loads(text)
-        except _MSGSPEC_REFUSALS + (ValueError, OverflowError):
-            value = REFUSED
-        if len(text) <= _PARSED_MAX_CHARS and value is not None:
-            _PARSED.put(text, value)
+    global _last
+    last = _last
+    if last[0] is text:
+        return last[1]
+    try:
+        value = _msgspec_loads(text)
+    except _MSGSPEC_REFUSALS + (ValueError, OverflowError):
+        value = REFUSED
+    _last = (text, value)
     return value

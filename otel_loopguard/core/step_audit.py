@@ -140,8 +140,8 @@ class StepAudit:
             ``repeat_loop:<signature>@<index of its first call>`` violation.
     """
 
-    __slots__ = ("_last", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch", "_violations",
-                 "count", "dropped")
+    __slots__ = ("_last", "_last_tail", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch",
+                 "_violations", "count", "dropped")
 
     def __init__(self, max_steps: int, repeat_limit: int) -> None:
         self._max_steps = max_steps
@@ -152,6 +152,7 @@ class StepAudit:
         self._stretch: list[ToolCall] | None = []
         self._run_start = 0
         self._last: ToolCall | None = None  # the previous call (while resolving: a member of the current run)
+        self._last_tail: str | None = None  # its _tail, once taken
         self._run_signature: str | None = None  # the current run's signature, once built
         self._violations: list[str] = []
 
@@ -161,6 +162,8 @@ class StepAudit:
         self.count = index + 1
         last = self._last
         self._last = call
+        tail_known = self._last_tail
+        self._last_tail = None
         if last is None:
             self._new_stretch(call, index)
             return
@@ -178,8 +181,13 @@ class StepAudit:
                 self._resolve(stretch, index)
             return
         if _evidently_equal(last, call):
+            self._last_tail = tail_known  # the same arguments: the same tail
             return
-        if _differ(last, call):
+        # The signatures' ends tell most unequal calls apart: each call's is taken once, while its text is the one
+        # parsed last (by the engine's fingerprint).
+        tail = self._last_tail = _tail(call)
+        last_tail = tail_known if tail_known is not None else _tail(last)
+        if tail and last_tail and tail != last_tail:
             self._end_run(index, last, None)  # the new run's signature is built when needed
             return
         signature = call_signature(call)

@@ -248,10 +248,10 @@ def test_fingerprints_never_parse_text_over_the_configured_limit(monkeypatch: py
         parsed.append(len(text))
         return real_plain(text)
 
-    # Both decoders: the canonicaliser's, and the one fingerprints share with the step audit (its memo emptied).
+    # Both decoders: the canonicaliser's, and the one fingerprints share with the step audit (its memo of the last text emptied).
     monkeypatch.setattr(signature, "_ms_decode", recording)
     monkeypatch.setattr(jsontext, "_msgspec_loads", recording_plain)
-    jsontext._PARSED.clear()
+    jsontext._last = (None, None)
 
     def parses(config: LoopGuardConfig) -> list[int]:
         parsed.clear()

@@ -238,7 +238,7 @@ def json_spy(monkeypatch: pytest.MonkeyPatch) -> JsonSpy:
         return msgspec_decode(text)
 
     monkeypatch.setattr(signature_module, "_ms_decode", recording_decode)
-    # Argument fingerprints parse with the shared memo's decoder (emptied, so every parse is seen).
+    # Argument fingerprints parse with the shared memo's decoder (its memo of the last text emptied).
     plain_decode = jsontext_module._msgspec_loads
 
     def recording_plain(text: Any) -> Any:
@@ -246,7 +246,7 @@ def json_spy(monkeypatch: pytest.MonkeyPatch) -> JsonSpy:
         return plain_decode(text)
 
     monkeypatch.setattr(jsontext_module, "_msgspec_loads", recording_plain)
-    jsontext_module._PARSED.clear()
+    jsontext_module._last = (None, None)
     return spy
 
 
