@@ -148,6 +148,8 @@ class LoopEngine:
         self._tools: BoundedCache[str, ToolRules] = BoundedCache(_MAX_TOOLS)
         self._signatures = signatures = Signatures(self.normalizer, cfg.max_argument_bytes, cfg.is_permanent)
         self._period = PeriodDetector(cfg.max_period, signatures)
+        self._period_update = self._period.update
+        self._new_call = signatures.call
         self._frequency = FrequencyDetector(signatures)
         self._frequency_update = self._frequency.update
         self._frequency_find = self._frequency.find
@@ -193,13 +195,13 @@ class LoopEngine:
         if rules is None:
             rules = self._rules(tool)
         index = state._index = state._index + 1
-        entry = self._signatures.call(index, call, rules)
+        entry = self._new_call(index, call, rules)
         window = state._window
         calls = window.calls
 
         # The detectors' updates, each against the calls before this one.
         period = state._period
-        repeats = self._period.update(period, calls, entry)
+        repeats = self._period_update(period, calls, entry)
         retry = state._retry
         if entry.error is not None or retry.on:
             previous = calls[-1] if calls else None
@@ -255,8 +257,11 @@ class LoopEngine:
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
-        state._cost = cost = state._cost.add(model, usage, self.config.prices)
-        stop = self._ladder.cost_stop(state._ladder, cost.usd, self.config.max_cost_usd, state._index)
+        config = self.config
+        state._cost = cost = state._cost.add(model, usage, config.prices)
+        if config.max_cost_usd is None:
+            return None
+        stop = self._ladder.cost_stop(state._ladder, cost.usd, config.max_cost_usd, state._index)
         if stop is None:
             return None
         return Observation(state._index, state.verdict, None, stop, None)
