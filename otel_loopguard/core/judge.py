@@ -649,16 +649,10 @@ class TraceJudge:
                 if not ((args is None or (args.__class__ is str and len(args) <= limit))
                         and (result is None or (result.__class__ is str and len(result) <= limit))):
                     step = _compact(step, limit)[0]
-            key = (step.start_ns, step.end_ns, step.span_id)
-            last = self._last
-            if last is not None and key < last:
-                self._reorder()
-            else:
-                self._last = key
             if judged is not None:
                 judged.append(step)
             out: list[Judged] = []
-            self._feed_all([step], untimed_at, out)
+            self._feed_all([step], untimed_at, out, ordered=True)
             return out
         if not self.add(step, parent_open=parent_open):
             return []
