@@ -381,23 +381,20 @@ def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Call
     value = parsed(text)
     if value.__class__ is not dict:
         return None
+    # The members are combined by the sum of their hashes (a multiset's, so key order does not matter), in C.
+    total = sum(map(hash, compress(value.items(), map(_is_plain_type, map(type, value.values())))))
     if kept.keys() >= value.keys():
-        # Every key is known to stay: the plain members are picked in C, without a Python step per member.
-        return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
-    gone = None
+        return total  # every key is known to stay: the common case
     for key in value:
         if key not in kept:
             if dropped(key):
-                if gone is None:
-                    gone = {key}
-                else:
-                    gone.add(key)
+                # The value is shared (see parsed): a dropped member is taken out of the sum, not deleted.
+                member = value[key]
+                if _is_plain_type(type(member)):
+                    total -= hash((key, member))
             else:
                 kept.put(key, None)
-    # The value is shared (see parsed): the dropped members are left out, not deleted.
-    return hash(frozenset(item for item in value.items() if item[0] not in gone and _is_plain_type(type(item[1])))
-                if gone is not None else
-                frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
+    return total
 
 
 class Normalizer:
