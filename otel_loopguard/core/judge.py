@@ -783,10 +783,8 @@ class TraceJudge:
         """Judge ``steps`` in the order given; with ``ordered``, a step that sorts before one judged earlier makes
         the judge reordered."""
         engine = self._engine
-        observe = engine.observe
         state = self._state if self._state is not None else self.state
         audit = self._audit
-        add = audit.add if audit is not None else None
         last = self._last
         for step in steps:
             if ordered:
@@ -797,10 +795,10 @@ class TraceJudge:
                     last = key
             call = step.call
             if call is not None:
-                observation: Observation | None = observe(
+                observation: Observation | None = engine.observe(
                     state, call, untimed_at if call.end is None and call.start is None else None)
-                if add is not None:
-                    add(call)
+                if audit is not None:
+                    audit.add(call)
                 if call.error is not None:
                     self.failed_calls += 1
             else:

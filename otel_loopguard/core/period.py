@@ -71,35 +71,36 @@ class PeriodDetector:
         # has never matched, so its counters are zero).
         for p, prev in zip(self._periods, reversed(calls)):
             # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
-            if prev.tool != tool:
-                same = False
-            elif raw is not None and prev.raw == raw:
-                same = True
-            elif prev.canon is None and call.canon is None:
-                # Both raw: fingerprints (taken once per call) tell most calls of one tool apart without canonical
-                # texts; the comparison is inline here, since it decides most calls of a tool used with new arguments.
-                if shape is None:
-                    shape = signatures.shape_of(call)
-                other = prev.shape
-                if other is None:
-                    other = signatures.shape_of(prev)
-                same = (shape is False or other is False or other == shape) and signatures.same_signature(prev, call)
-            else:
-                same = signatures.same_signature(prev, call)
-            if same:
-                matched = True
-                match[p] += 1
-                # A failure is never progress, so it continues an unchanged-evidence run.
-                if evidence is None:
-                    ev_match[p] = 0
-                elif evidence == FAILED or (
-                    (evidence is PENDING and prev.evidence is PENDING and prev.res == res)
-                    or signatures.same_evidence(prev, call)
-                ):
-                    ev_match[p] += 1
+            if prev.tool == tool:
+                if raw is not None and prev.raw == raw:
+                    same = True
+                elif prev.canon is None and call.canon is None:
+                    # Both raw: fingerprints (taken once per call) tell most calls of one tool apart without
+                    # canonical texts; compared inline, since they decide most calls of a tool used with new arguments.
+                    if shape is None:
+                        shape = signatures.shape_of(call)
+                    other = prev.shape
+                    if other is None:
+                        other = signatures.shape_of(prev)
+                    same = (shape is False or other is False or other == shape) and signatures.same_signature(
+                        prev, call)
                 else:
-                    ev_match[p] = 0
-            elif match[p]:
+                    same = signatures.same_signature(prev, call)
+                if same:
+                    matched = True
+                    match[p] += 1
+                    # A failure is never progress, so it continues an unchanged-evidence run.
+                    if evidence is None:
+                        ev_match[p] = 0
+                    elif evidence == FAILED or (
+                        (evidence is PENDING and prev.evidence is PENDING and prev.res == res)
+                        or signatures.same_evidence(prev, call)
+                    ):
+                        ev_match[p] += 1
+                    else:
+                        ev_match[p] = 0
+                    continue
+            if match[p]:
                 match[p] = ev_match[p] = 0
         return matched
 
