@@ -46,7 +46,7 @@ from .model import (
 from .period import PeriodDetector, PeriodState
 from .retry import RetryDetector, RetryState
 from .signature import ActionSignature, keyed_digest, make_normalizer
-from .window import Call, Signatures, ToolRules, Window
+from .window import Call, Repetition, Signatures, ToolRules, Window
 
 __all__ = ["LoopEngine", "TraceState"]
 
@@ -134,6 +134,10 @@ class LoopEngine:
         config: the configuration; the engine is immutable and shared by all traces.
     """
 
+    #: Take the shortcut for a call that changes nothing (see :meth:`observe`); False only in tests, which check
+    #: that both paths give the same observations.
+    fast = True
+
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         self.config = config or LoopGuardConfig()
         cfg = self.config
@@ -144,6 +148,8 @@ class LoopEngine:
         self._tools: BoundedCache[str, ToolRules] = BoundedCache(_MAX_TOOLS)
         self._signatures = signatures = Signatures(self.normalizer, cfg.max_argument_bytes, cfg.is_permanent)
         self._period = PeriodDetector(cfg.max_period, signatures)
+        self._period_update = self._period.update
+        self._new_call = signatures.call
         self._frequency = FrequencyDetector(signatures)
         self._frequency_update = self._frequency.update
         self._frequency_find = self._frequency.find
@@ -152,6 +158,7 @@ class LoopEngine:
         self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps)
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
+        self._max_steps = cfg.max_steps
 
     # -- public API --------------------------------------------------------
 
@@ -183,19 +190,18 @@ class LoopEngine:
         Returns:
             The verdict after the call, and the transition and intervention it caused, if any.
         """
-        if now is None:
-            now = call.end if call.end is not None else call.start
-        rules = self._tools.get(call.tool)
+        tool = call.tool
+        rules = self._tools.get(tool)
         if rules is None:
-            rules = self._rules(call.tool)
+            rules = self._rules(tool)
         index = state._index = state._index + 1
-        entry = self._signatures.call(index, call, rules)
+        entry = self._new_call(index, call, rules)
         window = state._window
         calls = window.calls
 
         # The detectors' updates, each against the calls before this one.
         period = state._period
-        repeats = self._period.update(period, calls, entry)
+        repeats = self._period_update(period, calls, entry)
         retry = state._retry
         if entry.error is not None or retry.on:
             previous = calls[-1] if calls else None
@@ -219,7 +225,25 @@ class LoopEngine:
             window.last_not_permanent = index
         self._frequency_update(state._frequency, entry, evicted)
 
-        return self._judge(state, now, repeats, entry)  # type: ignore[return-value]  # never None with a call
+        found: Repetition | bool | None = False  # False: not looked for yet
+        if not repeats and lease.lease is None:
+            # No lease and no period: the decision order asks the frequency rule.
+            found = self._frequency_find(state._frequency, entry)
+            ladder = state._ladder
+            shown = ladder.verdict
+            if (found is None and self.fast and shown.rule is RULE_NONE and shown.kind is WORKING
+                    and shown.step >= 0 and ladder.stop is None and not ladder.episode_nudged
+                    and index < self._max_steps and ladder.stuck_cycle is None and not ladder.stuck_streak):
+                # The common case: nothing repeats while the trace is working with nothing pending on the ladder.
+                # The decision order keeps the working verdict, and the ladder (:meth:`Ladder.conclude` of that
+                # same verdict) only clears the latest transition and intervention: done here, building nothing.
+                # ``fast = False`` takes the general path (tests check that both give the same observations).
+                ladder.transition = ladder.last = None
+                ladder.after_nudge = 0
+                return Observation(index, shown)
+        if now is None:
+            now = call.end if call.end is not None else call.start
+        return self._judge(state, now, repeats, entry, found)  # type: ignore[return-value]  # never None with a call
 
     def reevaluate(self, state: TraceState, now: float) -> Observation | None:
         """Judge the trace again at ``now`` without a new call (a lease may have expired).
@@ -233,15 +257,19 @@ class LoopEngine:
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
-        state._cost = cost = state._cost.add(model, usage, self.config.prices)
-        stop = self._ladder.cost_stop(state._ladder, cost.usd, self.config.max_cost_usd, state._index)
+        config = self.config
+        state._cost = cost = state._cost.add(model, usage, config.prices)
+        if config.max_cost_usd is None:
+            return None
+        stop = self._ladder.cost_stop(state._ladder, cost.usd, config.max_cost_usd, state._index)
         if stop is None:
             return None
         return Observation(state._index, state.verdict, None, stop, None)
 
     # -- the decision order ------------------------------------------------
 
-    def _judge(self, state: TraceState, now: float | None, repeats: bool, entry: Call | None) -> Observation | None:
+    def _judge(self, state: TraceState, now: float | None, repeats: bool, entry: Call | None,
+               found: Repetition | bool | None = False) -> Observation | None:
         """Decide the verdict after the trace's latest call, then apply the ladder.
 
         Args:
@@ -249,6 +277,8 @@ class LoopEngine:
             repeats: the latest call matched a call up to ``max_period`` places before it (else no period can).
             entry: the call just observed; None when the trace is judged again without one, and then nothing is
                 returned unless the verdict kind changed.
+            found: the repetition found already (the frequency rule's answer when no lease is held and no period
+                can match), or False when not looked for.
         """
         ladder = state._ladder
         previous = ladder.verdict
@@ -262,12 +292,15 @@ class LoopEngine:
                 verdict = Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version)
         else:
             # 2. Repetition: the shortest periodic suffix, else a frequent call; none: working.
-            window = state._window
-            calls = window.calls
-            found = (repeats and self._period.find(state._period, calls, window.last_incomplete,
-                                                   window.last_not_permanent)) or self._frequency_find(
-                state._frequency, calls[-1])
-            if found is None:
+            if isinstance(found, bool):  # not looked for yet
+                window = state._window
+                calls = window.calls
+                repetition = (repeats and self._period.find(state._period, calls, window.last_incomplete,
+                                                            window.last_not_permanent)) or self._frequency_find(
+                    state._frequency, calls[-1])
+            else:
+                repetition = found
+            if repetition is None:
                 # Nothing repeats: the common case, so the verdict object is reused while it holds.
                 if previous.rule is RULE_NONE and previous.kind is WORKING and previous.step >= 0:
                     verdict = previous
@@ -276,18 +309,18 @@ class LoopEngine:
             else:
                 # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
                 # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
-                if found.incomplete:
+                if repetition.incomplete:
                     kind, rule = UNCERTAIN, RULE_EVIDENCE
-                elif found.retry_applies and self._retry.explains(state._retry):
+                elif repetition.retry_applies and self._retry.explains(state._retry):
                     kind, rule = RETRYING, RULE_RETRY
-                elif found.evidence_unchanged():
-                    kind, rule = STUCK, found.rule
-                    permanent = found.permanent
+                elif repetition.evidence_unchanged():
+                    kind, rule = STUCK, repetition.rule
+                    permanent = repetition.permanent
                 else:
                     kind, rule = WORKING, RULE_PROGRESS
-                subject = found.subject
-                verdict = Verdict(kind, rule, index, period=found.period, repetitions=found.repetitions,
-                                  cycle_start=found.cycle_start, tool=subject.tool,
+                subject = repetition.subject
+                verdict = Verdict(kind, rule, index, period=repetition.period, repetitions=repetition.repetitions,
+                                  cycle_start=repetition.cycle_start, tool=subject.tool,
                                   signature_digest=self._signature_digest(state, subject),
                                   normalizer_version=self.normalizer_version)
         if entry is None and verdict.kind == previous.kind:

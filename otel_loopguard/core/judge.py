@@ -262,6 +262,8 @@ def join_nested(steps: list[Step], nesting: Nesting) -> list[Step]:
     """
     inner = nesting.inner_origins
     tool_ids = {s.span_id for s in steps if s.call is not None}
+    if not any(s.parent_span_id in tool_ids and s.origin in inner for s in steps):
+        return steps  # no step a rule may join: the usual trace, unchanged
     out: list[Step] = []
     position: dict[int, int] = {}  # span id of a tool step -> index in ``out`` of the step standing for its call
     waiting: dict[int, list[Step]] = {}  # parent span id -> inner steps that sorted before it
@@ -563,11 +565,25 @@ class TraceJudge:
                 return False
             if len(ids) < MAX_SPAN_IDS:
                 ids.add(span_id)
-        step, size = _compact(step, self._max_bytes)
         log = self._log
         if log is not None:
+            call = step.call
+            if call is None:
+                size = STEP_OVERHEAD_BYTES
+            else:
+                # _compact's common case inline: short text (or nothing) on both sides.
+                args, result = call.arguments, call.result
+                limit = self._max_bytes
+                if (args is None or (args.__class__ is str and len(args) <= limit)) and (
+                    result is None or (result.__class__ is str and len(result) <= limit)
+                ):
+                    size = STEP_OVERHEAD_BYTES + (len(args) if args else 0) + (len(result) if result else 0)
+                else:
+                    step, size = _compact(step, limit)
             log.append(step)
             self.kept_bytes += size
+        else:
+            step = _compact(step, self._max_bytes)[0]
         parent = step.parent_span_id
         if parent_open and parent is not None and step.origin in self._inner and self._held_count < MAX_HELD:
             self._held.setdefault(parent, []).append(step)
@@ -633,16 +649,10 @@ class TraceJudge:
                 if not ((args is None or (args.__class__ is str and len(args) <= limit))
                         and (result is None or (result.__class__ is str and len(result) <= limit))):
                     step = _compact(step, limit)[0]
-            key = (step.start_ns, step.end_ns, step.span_id)
-            last = self._last
-            if last is not None and key < last:
-                self._reorder()
-            else:
-                self._last = key
             if judged is not None:
                 judged.append(step)
             out: list[Judged] = []
-            self._feed(step, untimed_at, out)
+            self._feed_all([step], untimed_at, out, ordered=True)
             return out
         if not self.add(step, parent_open=parent_open):
             return []
@@ -676,15 +686,7 @@ class TraceJudge:
         if judged is not None:
             judged.extend(ready)
         out: list[Judged] = []
-        last = self._last
-        for step in ready:
-            key = (step.start_ns, step.end_ns, step.span_id)
-            if last is not None and key < last:
-                self._reorder()
-            else:
-                last = key
-            self._feed(step, untimed_at, out)
-        self._last = last
+        self._feed_all(ready, untimed_at, out, ordered=True)
         return out
 
     def finish(self, observed_at: float | None = None) -> list[Judged]:
@@ -728,8 +730,7 @@ class TraceJudge:
         steps = sorted(log, key=_ORDER)
         if self._inner:
             steps = join_nested(steps, self._nesting)
-        for step in steps:
-            self._feed(step, untimed_at, out, told=before)
+        self._feed_all(steps, untimed_at, out, told=before)
         self._last = (steps[-1].start_ns, steps[-1].end_ns, steps[-1].span_id) if steps else None
         if before is not None and self._emitted is not None:
             self.retracted += len(before - self._emitted)
@@ -744,7 +745,8 @@ class TraceJudge:
         inner = self._inner
         held = self._held
         ids = self._ids
-        if not held and not any(s.origin in inner for s in ready):
+        inner_parents = self._inner_parents
+        if not held and not inner_parents and not any(s.origin in inner for s in ready):
             return ready
         if held:
             # Children waiting for a parent that is now here join it (they sort after it: they started later).
@@ -757,40 +759,57 @@ class TraceJudge:
             if extra:
                 ready = sorted(ready + extra, key=_ORDER)
         in_batch = {s.span_id for s in ready if s.call is not None}
-        inner_parents = self._inner_parents
+        joinable = False
         for step in ready:
-            parent = step.parent_span_id
-            if step.span_id in inner_parents:
+            if inner_parents and step.span_id in inner_parents:
                 # A parent whose inner step was judged alone earlier: whether they are one call is for the
                 # exact judgement to say.
                 inner_parents.discard(step.span_id)
                 self._reorder()
-            if step.origin in inner and parent is not None and parent not in in_batch:
-                if ids is not None and parent in ids:
+            if step.origin in inner:
+                parent = step.parent_span_id
+                if parent is None:
+                    continue
+                if parent in in_batch:
+                    joinable = True
+                elif ids is not None and parent in ids:
                     self._reorder()  # a late inner step of a call already judged
                 elif len(inner_parents) < MAX_HELD:
                     inner_parents.add(parent)
-        return join_nested(ready, self._nesting)
+        return join_nested(ready, self._nesting) if joinable else ready
 
-    def _feed(self, step: Step, untimed_at: float | None, out: list[Judged],
-              told: set[tuple[Any, ...]] | None = None) -> None:
+    def _feed_all(self, steps: list[Step], untimed_at: float | None, out: list[Judged], *, ordered: bool = False,
+                  told: set[tuple[Any, ...]] | None = None) -> None:
+        """Judge ``steps`` in the order given; with ``ordered``, a step that sorts before one judged earlier makes
+        the judge reordered."""
         engine = self._engine
         state = self._state if self._state is not None else self.state
-        call = step.call
-        if call is not None:
-            now = untimed_at if call.end is None and call.start is None else None
-            observation: Observation | None = engine.observe(state, call, now)
-            audit = self._audit
-            if audit is not None:
-                audit.add(call)
-            if call.error is not None:
-                self.failed_calls += 1
-        else:
-            self.seen_usage = True
-            usage = step.usage
-            observation = engine.add_usage(state, step.model, usage if usage is not None else Usage())
-        if observation is not None and (observation.transition is not None or observation.intervention is not None):
-            self._record(observation, step, out, told)
+        audit = self._audit
+        last = self._last
+        for step in steps:
+            if ordered:
+                key = (step.start_ns, step.end_ns, step.span_id)
+                if last is not None and key < last:
+                    self._reorder()
+                else:
+                    last = key
+            call = step.call
+            if call is not None:
+                observation: Observation | None = engine.observe(
+                    state, call, untimed_at if call.end is None and call.start is None else None)
+                if audit is not None:
+                    audit.add(call)
+                if call.error is not None:
+                    self.failed_calls += 1
+            else:
+                self.seen_usage = True
+                usage = step.usage
+                observation = engine.add_usage(state, step.model, usage if usage is not None else Usage())
+            if observation is not None and (observation.transition is not None
+                                            or observation.intervention is not None):
+                self._record(observation, step, out, told)
+        if ordered:
+            self._last = last
 
     def _record(self, observation: Observation, step: Step | None, out: list[Judged],
                 told: set[tuple[Any, ...]] | None = None) -> None:

@@ -63,28 +63,43 @@ class PeriodDetector:
     def update(self, state: PeriodState, calls: deque[Call], call: Call) -> bool:
         """Count ``call`` against the calls before it (not yet in ``calls``); returns whether any period matched."""
         match, ev_match = state.match, state.ev_match
-        same_signature = self._signatures.same_signature
-        same_evidence = self._signatures.same_evidence
+        signatures = self._signatures
         tool, raw, evidence, res = call.tool, call.raw, call.evidence, call.res
+        shape: int | bool | None = None  # the call's fingerprint, once taken
         matched = False
         # The p-th latest call for each period p (fewer while the trace is short; a period longer than the trace
         # has never matched, so its counters are zero).
         for p, prev in zip(self._periods, reversed(calls)):
             # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
-            if prev.tool == tool and ((raw is not None and prev.raw == raw) or same_signature(prev, call)):
-                matched = True
-                match[p] += 1
-                # A failure is never progress, so it continues an unchanged-evidence run.
-                if evidence is None:
-                    ev_match[p] = 0
-                elif evidence == FAILED or (
-                    (evidence is PENDING and prev.evidence is PENDING and prev.res == res)
-                    or same_evidence(prev, call)
-                ):
-                    ev_match[p] += 1
+            if prev.tool == tool:
+                if raw is not None and prev.raw == raw:
+                    same = True
+                elif prev.canon is None and call.canon is None:
+                    # Both raw: fingerprints (taken once per call) tell most calls of one tool apart without
+                    # canonical texts; compared inline, since they decide most calls of a tool used with new arguments.
+                    if shape is None:
+                        shape = signatures.shape_of(call)
+                    other = prev.shape
+                    if other is None:
+                        other = signatures.shape_of(prev)
+                    same = (shape is False or other is False or other == shape) and signatures.same_signature(
+                        prev, call)
                 else:
-                    ev_match[p] = 0
-                continue
+                    same = signatures.same_signature(prev, call)
+                if same:
+                    matched = True
+                    match[p] += 1
+                    # A failure is never progress, so it continues an unchanged-evidence run.
+                    if evidence is None:
+                        ev_match[p] = 0
+                    elif evidence == FAILED or (
+                        (evidence is PENDING and prev.evidence is PENDING and prev.res == res)
+                        or signatures.same_evidence(prev, call)
+                    ):
+                        ev_match[p] += 1
+                    else:
+                        ev_match[p] = 0
+                    continue
             if match[p]:
                 match[p] = ev_match[p] = 0
         return matched

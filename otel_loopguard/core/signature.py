@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from .cache import BoundedCache
+from .jsontext import parsed
 
 #: Bumped whenever canonicalisation or evidence digests change, so that a new
 #: normalizer is never mistaken for a change in agent behaviour (progress-aware verdicts).
@@ -355,9 +356,10 @@ def _dump(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_raw_float)
 
 
-# Decoded values whose inequality implies unequal canonical text. Floats are left out (1.0 folds to 1, and the
-# decoder hands non-integral ones over as msgspec.Raw), so are containers (they may differ only in dropped keys).
-_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+# Decoded values whose inequality implies unequal canonical text: equal canonical texts hold, for a kept key, either
+# two such values that Python calls equal (a float that the canonical form folds to an int equals that int) or none.
+# Containers are left out (they may differ only in dropped keys).
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
 _is_plain_type = _PLAIN_SCALARS.__contains__
 
 
@@ -365,35 +367,34 @@ def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Call
     """A number such that two argument texts with different numbers have different canonical texts.
 
     Built from the top-level members of the JSON object ``text`` holds, without building its canonical text: the
-    kept keys whose values are plain (a string, integer, boolean or null), with those values. Equal canonical texts
-    imply equal such members, hence equal numbers (1 and true count as equal here; the canonical texts tell them
-    apart); equal numbers only mean "maybe equal". None when ``text`` is not a JSON object msgspec accepts. The
-    number depends on the process's string hashing, so it never leaves the process.
+    kept keys whose values are plain (a string, number, boolean or null), with those values. Equal canonical texts
+    imply equal such members, hence equal numbers (1, 1.0 and true count as equal here; the canonical texts tell
+    1 and true apart); equal numbers only mean "maybe equal". None when ``text`` is not a JSON object msgspec
+    accepts. The number depends on the process's string hashing, so it never leaves the process. The text is
+    parsed by :func:`~.jsontext.parsed`, whose value the step audit reads too.
 
     Args:
         text: an argument string.
         kept: keys known to stay (:meth:`Canonicalizer.kept`), learnt here too; a shortcut, never the verdict.
         dropped: whether canonical forms drop a key (:meth:`Canonicalizer.dropped` for the tool's ignore set).
     """
-    try:
-        value = _ms_decode(text)
-    except _MS_REFUSALS:
-        return None
+    value = parsed(text)
     if value.__class__ is not dict:
         return None
+    # The members are combined by the sum of their hashes (a multiset's, so key order does not matter), in C.
+    total = sum(map(hash, compress(value.items(), map(_is_plain_type, map(type, value.values())))))
     if kept.keys() >= value.keys():
-        # Every key is known to stay: the plain members are picked in C, without a Python step per member.
-        return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
-    gone = []
+        return total  # every key is known to stay: the common case
     for key in value:
         if key not in kept:
             if dropped(key):
-                gone.append(key)
+                # The value is shared (see parsed): a dropped member is taken out of the sum, not deleted.
+                member = value[key]
+                if _is_plain_type(type(member)):
+                    total -= hash((key, member))
             else:
                 kept.put(key, None)
-    for key in gone:  # the decoder's own fresh dict: dropping in place is safe
-        del value[key]
-    return hash(frozenset(compress(value.items(), map(_is_plain_type, map(type, value.values())))))
+    return total
 
 
 class Normalizer:

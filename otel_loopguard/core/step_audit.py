@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .jsontext import loads
+from .jsontext import REFUSED, loads, parsed
 from .model import ToolCall
 
 #: Violations kept per trace at most; a trace with more runs than this (each at least ``repeat_limit`` calls) keeps
@@ -64,11 +64,16 @@ def step_args(call: ToolCall) -> dict[str, Any]:
     """Arguments as the step audit signs them: a JSON object's members, else the raw value under ``input``."""
     args = call.arguments
     if isinstance(args, str):
-        try:
-            parsed = loads(args) if args[:1] in ("{", "[") else args
-        except (ValueError, RecursionError):
-            parsed = args
-        args = parsed
+        parsed_args = args
+        if args[:1] in ("{", "["):
+            # The engine's fingerprint parsed this text moments ago, most of the time: parsed() remembers it.
+            parsed_args = parsed(args)
+            if parsed_args is REFUSED:
+                try:
+                    parsed_args = loads(args)
+                except (ValueError, RecursionError):
+                    parsed_args = args
+        args = parsed_args
     if args is None:
         return {}
     if isinstance(args, dict):
@@ -79,6 +84,44 @@ def step_args(call: ToolCall) -> dict[str, Any]:
 def call_signature(call: ToolCall) -> str:
     """The step audit's signature of a tool call (:func:`step_signature` of its :func:`step_args`)."""
     return step_signature({"tool": call.tool, "args": step_args(call)})
+
+
+_NO_TAIL = ""  # the tail of a call whose signature's end says nothing (see _tail)
+
+
+def _tail(call: ToolCall) -> str:
+    """How a call's signature ends, when that is cheap to tell: the rendering of the value of its last argument (by
+    sorted name), for arguments given as the text of a JSON object whose last value is a number, a string, a
+    boolean or null rendered without ``=``; else "".
+
+    A signature ends with ``=`` and that rendering, which holds no ``=``: the text after its last ``=``. So two
+    calls whose tails are both known and differ have different signatures, told without building either (one tool
+    called with a new query each time: the common case).
+    """
+    args = call.arguments
+    if args.__class__ is not str or args[:1] != "{":
+        return _NO_TAIL
+    value = parsed(args)
+    if value.__class__ is not dict or not value:
+        return _NO_TAIL
+    last = value[max(value)]  # keys of a JSON object are strings: max is the last of sorted()
+    cls = last.__class__
+    if cls is str:
+        text = last
+    elif cls is int or cls is float or cls is bool or last is None:
+        text = f"{last}"
+    else:
+        return _NO_TAIL
+    return _NO_TAIL if "=" in text or not text else text
+
+
+def _differ(a: ToolCall, b: ToolCall) -> bool:
+    """Whether the two calls surely have different signatures, told by their tails."""
+    x = _tail(a)
+    if not x:
+        return False
+    y = _tail(b)
+    return bool(y) and x != y
 
 
 class StepAudit:
@@ -97,8 +140,8 @@ class StepAudit:
             ``repeat_loop:<signature>@<index of its first call>`` violation.
     """
 
-    __slots__ = ("_last", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch", "_violations",
-                 "count", "dropped")
+    __slots__ = ("_last", "_last_tail", "_limit", "_max_steps", "_run_signature", "_run_start", "_stretch",
+                 "_violations", "count", "dropped")
 
     def __init__(self, max_steps: int, repeat_limit: int) -> None:
         self._max_steps = max_steps
@@ -109,6 +152,7 @@ class StepAudit:
         self._stretch: list[ToolCall] | None = []
         self._run_start = 0
         self._last: ToolCall | None = None  # the previous call (while resolving: a member of the current run)
+        self._last_tail: str | None = None  # its _tail, once taken
         self._run_signature: str | None = None  # the current run's signature, once built
         self._violations: list[str] = []
 
@@ -118,6 +162,8 @@ class StepAudit:
         self.count = index + 1
         last = self._last
         self._last = call
+        tail_known = self._last_tail
+        self._last_tail = None
         if last is None:
             self._new_stretch(call, index)
             return
@@ -135,6 +181,14 @@ class StepAudit:
                 self._resolve(stretch, index)
             return
         if _evidently_equal(last, call):
+            self._last_tail = tail_known  # the same arguments: the same tail
+            return
+        # The signatures' ends tell most unequal calls apart: each call's is taken once, while its text is the one
+        # parsed last (by the engine's fingerprint).
+        tail = self._last_tail = _tail(call)
+        last_tail = tail_known if tail_known is not None else _tail(last)
+        if tail and last_tail and tail != last_tail:
+            self._end_run(index, last, None)  # the new run's signature is built when needed
             return
         signature = call_signature(call)
         if self._signature_of(last) == signature:
@@ -155,6 +209,8 @@ class StepAudit:
         while start > 0:
             previous, current = stretch[start - 1], stretch[start]
             if not _evidently_equal(previous, current):
+                if _differ(previous, current):
+                    break
                 if signature is None:
                     signature = call_signature(current)
                 if call_signature(previous) != signature:

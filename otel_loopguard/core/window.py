@@ -293,7 +293,9 @@ class Signatures:
         #: A value that equal signatures of one tool share (unequal ones mostly not): the frequency rule's first
         #: sort (an int fingerprint, or the canonical text when the arguments are not a JSON object).
         self.bucket = bucket
-        self._shape_of = shape_of
+        #: The fingerprint of a call's arguments (:func:`~.signature.argument_fingerprint`), taken once and kept on
+        #: the call; False when there is none.
+        self.shape_of = shape_of
 
     def call(self, index: int, call: ToolCall, rules: ToolRules) -> Call:
         """The window's record of ``call``: short argument and result strings kept raw, the rest reduced now."""

@@ -252,3 +252,44 @@ def test_frequency_counts_match_the_reference_in_large_windows(config_index: int
     reference's verdicts (which scans the window) call by call."""
     config = FREQUENCY_CONFIGS[config_index]
     assert _replay(LoopEngine(config), sequence) == _replay(ReferenceEngine(config), sequence)
+
+
+def _general(config: LoopGuardConfig) -> LoopEngine:
+    engine = LoopEngine(config)
+    engine.fast = False
+    return engine
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(CONFIGS))), st.one_of(SEQUENCES, LOOPS))
+def test_fast_path_matches_the_general_decision(config_index: int,
+                                                sequence: list[tuple[ToolCall, float | None, bool]]) -> None:
+    """The shortcut for a call that changes nothing gives, call by call and re-judgement by re-judgement, what the
+    general decision order and ladder give (verdict, transition, intervention, digest, steps, stop)."""
+    config = CONFIGS[config_index]
+    assert _replay(LoopEngine(config), sequence) == _replay(_general(config), sequence)
+
+
+def test_fast_path_is_taken_for_fresh_calls_and_not_after_a_nudge() -> None:
+    """Positive control for the test above: fresh calls of a working trace return the working verdict object
+    without the general path; after a nudge (an episode open on the ladder) the general path runs again."""
+    engine = LoopEngine(LoopGuardConfig(signature_key=b"k" * 16))
+    general_calls = []
+    real = engine._judge
+
+    def spy(*args: Any) -> Any:
+        general_calls.append(args[0]._index)
+        return real(*args)
+
+    engine._judge = spy  # type: ignore[method-assign]
+    state = engine.new_state()
+    for i in range(3):  # calls 0-2: new queries; call 0 sets the working verdict (its step is -1 until then)
+        engine.observe(state, ToolCall("search", f'{{"q": "{i}"}}', result="r", result_captured=True))
+    # Calls 3-5: the same call three times (stuck and a nudge at call 5), then a fresh call while nudged (call 6).
+    for _ in range(3):
+        engine.observe(state, ToolCall("search", '{"q": "same"}', result="r", result_captured=True))
+    assert state.last_intervention is not None and state.last_intervention.action == "nudge"
+    engine.observe(state, ToolCall("fetch", '{"u": 1}', result="r", result_captured=True))
+    # Hand-derived: call 0 takes the general path (the starting verdict has step -1), calls 1-2 and 3 (the first
+    # "same" call is new) are fresh and working; calls 4 and 5 repeat (period), call 6 follows a nudge.
+    assert general_calls == [0, 4, 5, 6]

@@ -443,9 +443,6 @@ def test_serve_nesting_an_mcp_span_before_its_parent_is_joined_by_the_exact_judg
     assert judge.steps == 1
 
 
-@pytest.mark.xfail(strict=True, reason="judge.py: TraceJudge._live_join returns early for a batch with no inner step and "
-                   "nothing held, before it looks at _inner_parents, so a parent whose MCP child was judged alone is "
-                   "not noted when it starts later than the child (clock skew): two calls instead of one")
 def test_serve_nesting_a_parent_arriving_later_in_order_still_asks_for_the_exact_judgement() -> None:
     # The MCP span 2 (parent 1 unseen) starts at 1 and is judged alone; its parent 1 arrives later with a later
     # start (10: not out of start order). The parent had a child judged alone: the exact judgement must decide,

@@ -207,7 +207,7 @@ def test_result_volatile_fields_do_not_count_as_progress() -> None:
 
 
 def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> None:
-    """Different plain values of a kept key differ; volatile keys, 1 vs true, floats and nested values are left open."""
+    """Different plain values of a kept key differ; volatile keys, 1 vs true and 1.0, and nested values are left open."""
     from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS
     from otel_loopguard.core.signature import Canonicalizer, argument_fingerprint
 
@@ -224,7 +224,9 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
     assert differ('{"q": "a", "extra": null}', '{"q": "a"}')
     assert not differ('{"q": "a", "request_id": 1}', '{"requestId": 2, "q": "a"}')
     assert not differ('{"q": "a", "n": 1}', '{"q": "a", "n": true}')  # canonical texts tell these apart
-    assert not differ('{"q": "a", "x": 1.5}', '{"q": "a", "x": 2.5}')
+    # Numbers compare by value: 1.5 and 2.5 are written differently in canonical form; 1 and 1.0 are both written 1.
+    assert differ('{"q": "a", "x": 1.5}', '{"q": "a", "x": 2.5}')
+    assert not differ('{"q": "a", "x": 1}', '{"q": "a", "x": 1.0}')
     assert not differ('{"q": "a", "f": {"k": 1}}', '{"q": "a", "f": {"k": 2}}')
     assert argument_fingerprint("[1]", kept, dropped) is None
     assert argument_fingerprint('{"a": NaN}', kept, dropped) is None
@@ -232,16 +234,24 @@ def test_fingerprints_tell_plain_top_level_differences_and_nothing_else() -> Non
 
 def test_fingerprints_never_parse_text_over_the_configured_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """With max_argument_bytes below the lazy limit, comparing calls parses no argument longer than the limit."""
+    import otel_loopguard.core.jsontext as jsontext
     import otel_loopguard.core.signature as signature
 
     parsed: list[int] = []
-    real = signature._ms_decode
+    real, real_plain = signature._ms_decode, jsontext._msgspec_loads
 
     def recording(text: str) -> object:
         parsed.append(len(text))
         return real(text)
 
+    def recording_plain(text: str) -> object:
+        parsed.append(len(text))
+        return real_plain(text)
+
+    # Both decoders: the canonicaliser's, and the one fingerprints share with the step audit (its memo of the last text emptied).
     monkeypatch.setattr(signature, "_ms_decode", recording)
+    monkeypatch.setattr(jsontext, "_msgspec_loads", recording_plain)
+    jsontext._last = (None, None)
 
     def parses(config: LoopGuardConfig) -> list[int]:
         parsed.clear()

@@ -119,7 +119,13 @@ def test_accepts_a_generator() -> None:
 
 
 _ARGS = st.sampled_from([None, '{"a": 1, "b": 2}', '{"b": 2, "a": 1}', '{"a": 1}', "plain", "{not json", "",
-                         '["x"]', '{"input": "x"}', "x"])
+                         '["x"]', '{"input": "x"}', "x",
+                         # Equal renderings of the last value under different JSON ('"1"', 1, true/True), values
+                         # holding "=" or ",", and members that render as another call's: the signatures' ends are
+                         # compared before any signature is built, and must never call equal signatures different.
+                         '{"b": "1"}', '{"b": 1}', '{"b": 1.0}', '{"b": true}', '{"b": "True"}', '{"b": "x=1"}',
+                         '{"a": "1,b=1"}', '{"a": 1, "b": "1"}', '{"a": "1", "b": 1}', '{"b": "y", "a": "1"}',
+                         '{"b": ""}', '{"b": null}', '{"b": "None"}', '{"b": [1]}', '{"b": "[1]"}', '{}'])
 _TOOLS = st.sampled_from(["a", "b", "a|b", "a|b=", "b="])
 
 

@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 import otel_loopguard.conventions.extract as extract_module
+import otel_loopguard.core.jsontext as jsontext_module
 import otel_loopguard.core.signature as signature_module
 from otel_loopguard import LoopGuardConfig
 from tests.reliability.conftest import KEY, SECOND, T0, TOOL, Pipeline, build_pipeline, settle
@@ -237,6 +238,15 @@ def json_spy(monkeypatch: pytest.MonkeyPatch) -> JsonSpy:
         return msgspec_decode(text)
 
     monkeypatch.setattr(signature_module, "_ms_decode", recording_decode)
+    # Argument fingerprints parse with the shared memo's decoder (its memo of the last text emptied).
+    plain_decode = jsontext_module._msgspec_loads
+
+    def recording_plain(text: Any) -> Any:
+        spy.parsed.append(len(text))
+        return plain_decode(text)
+
+    monkeypatch.setattr(jsontext_module, "_msgspec_loads", recording_plain)
+    jsontext_module._last = (None, None)
     return spy
 
 
