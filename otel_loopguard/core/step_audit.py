@@ -15,7 +15,8 @@ from .jsontext import REFUSED, loads, parsed
 from .model import ToolCall
 
 #: Violations kept per trace at most; a trace with more runs than this (each at least ``repeat_limit`` calls) keeps
-#: the first ones found, and :attr:`StepAudit.dropped` counts the rest.
+#: the first ones found, and :attr:`StepAudit.dropped` counts the runs that ended beyond them (a run still open when
+#: the result is read is left out of both: the result is a read, and the trace is not ``ok`` either way).
 MAX_VIOLATIONS = 1000
 
 
