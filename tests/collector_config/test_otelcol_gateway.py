@@ -1,6 +1,6 @@
 """collector-config/gateway.yaml in the real Collector, in front of two real ``otel-loopguard serve`` instances.
 
-An agent WITHOUT the processor (plain SDK, OTLP/gRPC) sends 16 traces to the gateway. gateway.yaml runs as shipped;
+An agent WITHOUT the processor (plain SDK, OTLP/gRPC) sends 64 traces to the gateway. gateway.yaml runs as shipped;
 an overlay only moves its listeners to free ports and lists the two ``serve`` instances (started here with the
 installed console script on free ports) as the ``load_balancing`` exporter's static hostnames, as its comments
 tell a user to. Each instance exports its verdict events and metrics to the gateway's ``otlp/verdicts`` receiver
@@ -41,7 +41,10 @@ from tests.support.processes import port_open, stop_process
 from ._collector import listener_overlay, run_shipped
 
 WAIT = 90.0  # generous deadline for each count to be reached; every wait ends as soon as it is
-TRACES = 16
+# The ring places each instance by a hash of its address, and the ports are free ones picked per run: how the traces
+# split is a coin toss per trace. With 16 traces (8 loops, the only ones whose judge shows in the events) one run in
+# about a hundred sent every loop to one instance; with 32 loops that is one in a billion.
+TRACES = 64
 CALLS = 4
 SPANS = TRACES * (1 + CALLS)  # an agent span and four tool spans per trace
 SIGNATURE_KEY = "gateway-test-shared-signature-key"
@@ -69,7 +72,7 @@ def _is_loop(i: int) -> bool:
 
 
 def _send_traces(endpoint: str) -> dict[str, bool]:
-    """Send the 16 traces over OTLP/gRPC; returns trace id (hex) -> whether it is a loop."""
+    """Send the traces over OTLP/gRPC; returns trace id (hex) -> whether it is a loop."""
     provider = TracerProvider(resource=Resource.create({"service.name": "ts-agent"}), id_generator=_Ids())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=10)))
     tracer = provider.get_tracer("gateway-test")
