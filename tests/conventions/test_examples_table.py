@@ -4,7 +4,7 @@ call the builders directly)."""
 
 from __future__ import annotations
 
-from otel_loopguard.conventions.table import Source, attr, event, span_name
+from otel_loopguard.conventions.table import TOOL_CONVENTIONS, Source, When, attr, event, span_name
 
 
 def test_the_builders_make_the_sources_they_name() -> None:
@@ -29,3 +29,27 @@ def test_sources_as_the_readme_writes_them() -> None:
     assert span_name("execute_tool ").describe() == "span name after `execute_tool `"
     assert span_name("", ".tool").describe() == "span name before `.tool`"
     assert span_name("run ", ".tool").describe() == "span name after `run ` before `.tool`"
+
+
+def test_the_condition_builders_make_the_conditions_they_name() -> None:
+    # The rows' conditions are built by the private _is/_has while the module is imported (before mutmut switches a
+    # mutant on), so they are called here directly: _is(attribute, values...) = that attribute holding one of those
+    # values, in the order given; _has(attribute) = that attribute present with any value (no values listed).
+    from otel_loopguard.conventions.table import _has, _is
+
+    assert _is("ai.operationId", "ai.toolCall") == When(attribute="ai.operationId", equals=("ai.toolCall",))
+    assert _is("llm.request.type", "chat", "completion") == When(attribute="llm.request.type",
+                                                                 equals=("chat", "completion"))
+    assert _is("x") == When(attribute="x", equals=())
+    assert _has("adk.tool_call_args") == When(attribute="adk.tool_call_args")
+    assert _has("adk.tool_call_args").equals == ()
+
+
+def test_rows_hold_the_conditions_the_readme_gives() -> None:
+    # The same conditions read in the built table: the Vercel AI SDK row is recognised by ai.operationId =
+    # ai.toolCall; the OpenLLMetry LangChain.js row needs gen_ai.operation.name = execute_tool and
+    # traceloop.span.kind = task (two conditions, both must hold).
+    rows = {c.name: c for c in TOOL_CONVENTIONS}
+    assert rows["vercel_ai"].when == (When("ai.operationId", ("ai.toolCall",)),)
+    assert rows["langchain_js_openllmetry"].when == (When("gen_ai.operation.name", ("execute_tool",)),
+                                                     When("traceloop.span.kind", ("task",)))
