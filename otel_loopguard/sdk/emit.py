@@ -278,7 +278,8 @@ class Emitter:
 
         The processor's background thread releases them at the end of every drain: the SDK's logger and histogram
         code then runs a batch at a time, with its code and data still in the CPU caches, instead of once between
-        every few spans (measured in tests/benchmarks/README.md). Nothing is held longer than one drain, which ``check()``, ``verdict()`` and ``force_flush()`` end before they answer.
+        every few spans (measured in tests/benchmarks/README.md). Nothing is held longer than one drain, which
+        ``check()``, ``verdict()`` and ``force_flush()`` end before they answer.
         """
         if self._held is None:
             self._held = deque()
