@@ -15,7 +15,8 @@ A team with an in-house framework describes its tool spans in the TOML configura
 
 A source is an attribute name, or a table: ``{attribute, path}`` (a value inside the attribute's JSON text),
 ``{event, attribute}`` (an attribute of a span event), ``{span_name = true, strip_prefix, strip_suffix}``. A list
-of sources is read first-present-wins. User rows are tried before the built-in ones.
+of sources is read first-present-wins (``agent_name`` takes attribute names and ``{span_name = true}`` only). User
+rows are tried before the built-in ones.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def _convention(name: str, table: Any) -> Convention:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))} (accepted: {', '.join(USER_KEYS)})")
     when = _when(where, table)
     sources = {key: _sources(f"{where} {key}", table[key]) for key in _SOURCE_KEYS if key in table}
+    if any(src.event or src.path for src in sources.get("agent_name", ())):
+        # Agent names are read from plain attributes and the span name only (also when a span starts, before events).
+        raise ConfigError(f"{where} agent_name: an attribute name or {{span_name = true}} only "
+                          "(an event or a path is not read for agent names)")
     unwrap = {}
     for key in ("unwrap_arguments", "unwrap_result"):
         value = table.get(key, [])
