@@ -1,0 +1,212 @@
+"""Tool calls from model spans, fixed examples of the message readers and of TurnJudge (issue 15).
+
+Through the public names of :mod:`otel_loopguard.conventions.model_calls`. Every expected value is worked out by
+hand from the module's rules (the comment says which), never taken from the code's output. Times are whole seconds,
+so the calls' times in seconds are exact.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from otel_loopguard.conventions.model_calls import (
+    MESSAGE_READERS,
+    ORIGIN_DERIVED,
+    Messages,
+    Turn,
+    TurnJudge,
+    read_messages,
+)
+from otel_loopguard.core.judge import Step
+from otel_loopguard.core.model import ToolCall
+
+S = 1_000_000_000
+MASK64 = (1 << 64) - 1
+
+
+def _turn(span_id: int, start: int, end: int, calls: Any = (), results: Any = None, history: Any = (),
+          response_id: str | None = None, parent: int | None = None, agent: str | None = None,
+          conversation: str | None = None) -> Turn:
+    # start and end in seconds; no usage (these examples are about derived calls).
+    return Turn(span_id, parent, start * S, end * S, response_id, None, tuple(calls),
+                None if results is None else tuple(results), tuple(history), agent, conversation)
+
+
+def _calls(steps: list[Step]) -> list[tuple[str, Any]]:
+    return [(s.call.tool, s.call.result) for s in steps if s.call is not None]
+
+
+# -- readers ---------------------------------------------------------------------------------------------------------
+
+def test_every_reader_finds_nothing_in_a_span_without_its_attributes() -> None:
+    # No messages attribute of the reader's convention: None (not an empty Messages), so read_messages skips it.
+    for name in ("genai_messages", "openinference_messages", "openllmetry_flat"):
+        assert MESSAGE_READERS[name]({"gen_ai.operation.name": "chat"}) is None, name
+
+
+def _genai_input(*messages: Any) -> dict[str, Any]:
+    return {"gen_ai.input.messages": json.dumps(list(messages))}
+
+
+def test_genai_input_only() -> None:
+    # Only the input is recorded: no call asked for, but its results and history are read.
+    attrs = _genai_input(
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "search", "arguments": {"q": 1}}]},
+        {"role": "user", "parts": [{"type": "tool_call_response", "id": "c1", "response": "3 hits"}]},
+    )
+    assert read_messages(attrs, ["genai_messages"]) == Messages((), (("c1", "3 hits"),), (("c1", "search", {"q": 1}),))
+
+
+def test_genai_results_that_are_not_text_blocks_are_kept_as_they_are() -> None:
+    # Only a non-empty list of blocks that all have "text" is joined: an empty list, a block without text and a list
+    # of strings stay as recorded.
+    attrs = _genai_input({"role": "user", "parts": [
+        {"type": "tool_call_response", "id": "a", "response": []},
+        {"type": "tool_call_response", "id": "b", "response": [{"type": "image"}]},
+        {"type": "tool_call_response", "id": "c", "response": ["the text", "more text"]},
+        {"type": "tool_call_response", "id": "d", "response": [{"text": "x"}, {"text": 2}]},
+    ]})
+    assert read_messages(attrs, ["genai_messages"]).results == (
+        ("a", []), ("b", [{"type": "image"}]), ("c", ["the text", "more text"]), ("d", "x2"))
+
+
+def test_genai_output_skips_what_is_not_a_message() -> None:
+    # A stray non-object before the assistant message is skipped; the message after it is still read.
+    attrs = {"gen_ai.output.messages": json.dumps([
+        "junk", {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "t", "arguments": {}}]}])}
+    assert read_messages(attrs, ["genai_messages"]) == Messages((("c1", "t", {}),), None, ())
+
+
+OI_CALL = "llm.output_messages.{}.message.tool_calls.{}.tool_call.{}"
+OI_INPUT = "llm.input_messages.{}.message.{}"
+
+
+def test_openinference_outputs_only() -> None:
+    # Calls of every output message, in order (a call without an id has None, not "None"); no input recorded:
+    # results None (not empty), no history.
+    attrs = {
+        OI_CALL.format(0, 0, "function.name"): "a", OI_CALL.format(0, 0, "function.arguments"): "{}",
+        OI_CALL.format(1, 0, "id"): "c2", OI_CALL.format(1, 0, "function.name"): "b",
+        OI_CALL.format(1, 0, "function.arguments"): '{"x": 1}',
+    }
+    assert MESSAGE_READERS["openinference_messages"](attrs) == Messages(
+        ((None, "a", "{}"), ("c2", "b", '{"x": 1}')), None, ())
+
+
+def test_openinference_inputs_only() -> None:
+    # Message 0: a tool message without its call id (skipped). Message 1: the assistant's earlier calls, the one
+    # with an id is history, the one without is not. Message 2: the result of c1.
+    attrs = {
+        OI_INPUT.format(0, "role"): "tool", OI_INPUT.format(0, "content"): "orphan",
+        OI_INPUT.format(1, "role"): "assistant",
+        OI_INPUT.format(1, "tool_calls.0.tool_call.id"): "c1",
+        OI_INPUT.format(1, "tool_calls.0.tool_call.function.name"): "search",
+        OI_INPUT.format(1, "tool_calls.0.tool_call.function.arguments"): '{"q": 1}',
+        OI_INPUT.format(1, "tool_calls.1.tool_call.function.name"): "no_id",
+        OI_INPUT.format(2, "role"): "tool", OI_INPUT.format(2, "tool_call_id"): "c1",
+        OI_INPUT.format(2, "content"): "hits",
+    }
+    assert MESSAGE_READERS["openinference_messages"](attrs) == Messages(
+        (), (("c1", "hits"),), (("c1", "search", '{"q": 1}'),))
+
+
+# -- TurnJudge ---------------------------------------------------------------------------------------------------------
+
+def test_derived_steps_in_full() -> None:
+    # Turn 5 (0 s to 2 s, parent 9) asks for two calls; turn 6 (3 s to 4 s) records its input with the result of c1
+    # only. c1 is judged with its result; c2, whose model call ended before turn 6 started, is judged now without
+    # one. Both run from the end of turn 5 (2 s) to the start of turn 6 (3 s), keep turn 5's parent, agent and
+    # conversation, and have span ids 5 * 1 000 003 + position + 1 = 5 000 016 and 5 000 017.
+    judge = TurnJudge()
+    assert judge.add(_turn(5, 0, 2, calls=[("c1", "search", {"q": "x"}), ("c2", "read", None)], parent=9,
+                           agent="bot", conversation="conv")) == []
+    assert judge.pending == 2
+    steps = judge.add(_turn(6, 3, 4, results=[("c1", "hits")], parent=8, agent="other", conversation="other"))
+    assert steps == [
+        Step(span_id=5_000_016, parent_span_id=9, start_ns=2 * S, end_ns=3 * S,
+             call=ToolCall("search", {"q": "x"}, True, "hits", True, start=2.0, end=3.0),
+             agent="bot", conversation="conv", origin=ORIGIN_DERIVED),
+        Step(span_id=5_000_017, parent_span_id=9, start_ns=2 * S, end_ns=3 * S,
+             call=ToolCall("read", None, False, None, False, start=2.0, end=3.0),
+             agent="bot", conversation="conv", origin=ORIGIN_DERIVED),
+    ]
+    assert judge.derived == 2 and judge.pending == 0 and judge.finish() == []
+
+
+def test_a_call_never_answered_is_judged_at_finish() -> None:
+    # No later input: at finish the call is judged without a result, ending where its model call ended (2 s).
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
+    assert judge.finish() == [Step(span_id=1_000_004, start_ns=2 * S, end_ns=2 * S,
+                                   call=ToolCall("search", "{}", True, None, False, start=2.0, end=2.0),
+                                   origin=ORIGIN_DERIVED)]
+    assert judge.derived == 1 and judge.finish() == []
+
+
+def test_an_input_starting_when_the_call_ended_judges_it() -> None:
+    # The next input starts exactly when the asking call ended (2 s) and lacks the result: the result will not come,
+    # so the call is judged now (once: nothing is left for finish).
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
+    assert _calls(judge.add(_turn(2, 2, 3, results=[]))) == [("search", None)]
+    assert judge.finish() == []
+
+
+def test_an_input_that_overlaps_the_asking_call_leaves_it_waiting() -> None:
+    # Turn 2 started (1 s) before turn 1 ended (2 s): its input cannot hold turn 1's result, so c1 keeps waiting and
+    # is completed by turn 3.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
+    assert judge.add(_turn(2, 1, 3, results=[])) == []
+    assert judge.pending == 1
+    assert _calls(judge.add(_turn(3, 4, 5, results=[("c1", "hits")]))) == [("search", "hits")]
+
+
+def test_a_call_without_id_and_no_id_in_the_next_input_is_judged_without_a_result() -> None:
+    # The id-less call of "search" finds no earlier "search" call in the next input's history (only "other"), so it
+    # has no id to match a result by: judged without one.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[(None, "search", "{}")]))
+    steps = judge.add(_turn(2, 3, 4, results=[("x", "r")], history=[("x", "other", "{}")]))
+    assert _calls(steps) == [("search", None)]
+
+
+def test_one_call_recorded_by_two_spans_is_asked_for_once() -> None:
+    # By call id: c1 is in both spans (the second also asks for c2, after it), so c1 once and c2.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
+    judge.add(_turn(2, 0, 2, calls=[("c1", "search", "{}"), ("c2", "read", "{}")]))
+    assert [s.call.tool for s in judge.finish() if s.call] == ["search", "read"]
+    # Without ids, by response id and position: r#0 in both spans, r#1 in the second only.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[(None, "a", "{}")], response_id="r"))
+    judge.add(_turn(2, 0, 2, calls=[(None, "a", "{}"), (None, "b", "{}")], response_id="r"))
+    assert [s.call.tool for s in judge.finish() if s.call] == ["a", "b"]
+    # Without ids and without response ids, nothing says two spans are one call: each is asked for.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[(None, "a", "{}")]))
+    judge.add(_turn(2, 3, 4, calls=[(None, "a", "{}")]))
+    assert [s.call.tool for s in judge.finish() if s.call] == ["a", "a"]
+
+
+def test_after_a_tool_span_nothing_is_derived() -> None:
+    # The trace has a tool span: derive is off for good, a later turn's calls are not asked for.
+    judge = TurnJudge()
+    judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
+    judge.tool_span_seen()
+    assert judge.derive is False and judge.pending == 0
+    judge.add(_turn(2, 3, 4, calls=[("c2", "read", "{}")]))
+    assert judge.pending == 0 and judge.finish() == [] and judge.derived == 0
+
+
+def test_derived_span_ids() -> None:
+    # (span_id * 1 000 003 + position + 1) modulo 2**64: for the largest span id, 2**64 - 1 000 003 + 1.
+    judge = TurnJudge()
+    judge.add(_turn(MASK64, 0, 2, calls=[("c1", "search", "{}")]))
+    assert [s.span_id for s in judge.finish()] == [(1 << 64) - 1_000_002]
+    # A span id whose derived id wraps to 0 gets 1 (0 is no span id): x * 1 000 003 + 1 = 0 modulo 2**64.
+    wraps = -pow(1_000_003, -1, 1 << 64) % (1 << 64)
+    judge = TurnJudge()
+    judge.add(_turn(wraps, 0, 2, calls=[("c1", "search", "{}")]))
+    assert [s.span_id for s in judge.finish()] == [1]
