@@ -98,18 +98,18 @@ class _Part:
         sources: every source, first present wins.
         envelopes: envelopes peeled off the value, the first that applies wins.
         objects: an object whose every value is a placeholder is unrecorded too (arguments: ``{"q": "[REDACTED]"}``).
-        recheck: a value found in an envelope may itself be a placeholder (results).
+
+    A value found in an envelope is checked again: it may itself be a placeholder (or, for arguments, an object of
+    placeholders).
     """
 
-    __slots__ = ("envelopes", "keys", "objects", "recheck", "sources")
+    __slots__ = ("envelopes", "keys", "objects", "sources")
 
-    def __init__(self, sources: tuple[Source, ...], envelopes: tuple[str, ...], *, objects: bool,
-                 recheck: bool) -> None:
+    def __init__(self, sources: tuple[Source, ...], envelopes: tuple[str, ...], *, objects: bool) -> None:
         self.sources = sources
         self.keys = _plain_keys(sources)
         self.envelopes = tuple(ENVELOPES[e] for e in envelopes)
         self.objects = objects
-        self.recheck = recheck
 
 
 class _Row:
@@ -126,8 +126,8 @@ class _Row:
         first = self.tool[0]
         # The first tool-name source, when it is a plain attribute (read inline; the rest only when it is absent).
         self.tool_key = first.attribute if _plain_keys((first,)) is not None else None
-        self.args = _Part(convention.arguments, convention.unwrap_arguments, objects=True, recheck=False)
-        self.result = _Part(convention.result, convention.unwrap_result, objects=False, recheck=True)
+        self.args = _Part(convention.arguments, convention.unwrap_arguments, objects=True)
+        self.result = _Part(convention.result, convention.unwrap_result, objects=False)
         self.error = convention.error
         self.error_keys = _plain_keys(self.error)
         self.call_id = convention.call_id
@@ -659,7 +659,7 @@ class Extractor:
             if value.__class__ is not str or envelope.may_be(value):
                 inner = self._unwrap(envelope, value)
                 if inner is not value:
-                    if part.recheck and self._redacted(inner, "", whole=True):
+                    if self._redacted(inner, "", whole=not part.objects):
                         return None, False
                     return inner, True
         return value, True

@@ -16,6 +16,7 @@ import pytest
 from otel_loopguard import LoopGuardConfig, cli
 from otel_loopguard.conventions.extract import Extractor
 from otel_loopguard.core.config import DEFAULT_REDACTED_VALUES, RedactedValue
+from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.errors import ConfigError
 from tests.support.recorded_fixtures import FIXTURES
 
@@ -149,3 +150,37 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
     with pytest.raises(ConfigError) as info:
         LoopGuardConfig.load(path)
     assert message in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(("args", "recorded"), [
+    # OpenLLMetry's LangChain envelope: the arguments are its "inputs". A placeholder there, or an object of
+    # placeholders, is an argument "not recorded" (the README: "a placeholder instead of content"; the
+    # redacted_values setting: "an argument object whose values are all placeholders is not recorded either"),
+    # although the envelope around it (with its tags list) is no object of placeholders.
+    ('{"inputs": "[REDACTED]", "tags": []}', False),
+    ('{"input_str": "[REDACTED]", "inputs": {"q": "[REDACTED]"}, "tags": []}', False),
+    # One real value among the inputs still tells calls apart: recorded, as the inputs' JSON text.
+    ('{"inputs": {"q": "[REDACTED]", "page": 2}, "tags": []}', True),
+])
+def test_placeholders_inside_an_argument_envelope_are_not_recorded(args: str, recorded: bool) -> None:
+    attrs = {"traceloop.span.kind": "tool", "traceloop.entity.name": "search", "traceloop.entity.input": args,
+             "traceloop.entity.output": "3 hits"}
+    call = Extractor().tool_call(attrs, "search.tool", 1, 2)
+    assert call.arguments_captured is recorded
+    assert call.arguments == ('{"q": "[REDACTED]", "page": 2}' if recorded else None)
+    assert call.result_captured and call.result == "3 hits"
+
+
+def test_repeated_calls_with_redacted_enveloped_arguments_are_uncertain_not_stuck() -> None:
+    # Three calls whose LangChain inputs were each replaced by placeholders, with one result: the repetition is there
+    # (period 1, three times), the evidence is not (the arguments are unknown), so the third call is "uncertain".
+    # Read as the text '{"q": "[REDACTED]"}' the three calls would be equal: a false "stuck".
+    args = '{"input_str": "[REDACTED]", "inputs": {"q": "[REDACTED]"}, "tags": []}'
+    attrs = {"traceloop.span.kind": "tool", "traceloop.entity.name": "search", "traceloop.entity.input": args,
+             "traceloop.entity.output": "3 hits"}
+    extractor = Extractor()
+    engine = LoopEngine()
+    state = engine.new_state()
+    kinds = [engine.observe(state, extractor.tool_call(attrs, "search.tool", i * 10**9 + 1, i * 10**9 + 2)).verdict.kind
+             for i in range(3)]
+    assert kinds == ["working", "working", "uncertain"]
