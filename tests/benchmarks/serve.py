@@ -139,6 +139,7 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
     ratios: dict[str, list[float]] = {}
     cpu_rates: dict[tuple[str, str], list[float]] = {}
     cpu_ratios: dict[str, list[float]] = {}
+    shares: dict[str, list[float]] = {}
     for round_no in range(rounds + 1):  # round 0 warms up (connections, caches) and is not counted
         for protocol in PROTOCOLS:
             order = ("floor", "serve") if round_no % 2 else ("serve", "floor")
@@ -154,6 +155,7 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
                 cpu = _cpu()
                 results = clients.run(_jobs(protocol, port, bodies))
                 finishing = 0.0
+                answered = _cpu()
                 if variant == "serve":
                     # What serve does for these spans after answering, counted too: finishing their traces (the
                     # idle sweep's work, here at once) and exporting the events (the log processor's thread).
@@ -161,7 +163,10 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
                     server.finish_all()
                     flush()
                     finishing = time.monotonic() - finishing
-                cpu = _cpu() - cpu
+                after = _cpu()
+                if variant == "serve" and round_no:
+                    shares.setdefault(protocol, []).append((after - answered) / (after - cpu))
+                cpu = after - cpu
                 assert all(r is not None and r.errors == 0 for r in results), results
                 if variant == "serve":
                     judged = server.stats().tool_calls - before
@@ -184,6 +189,8 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
     for protocol in PROTOCOLS:
         print(f"  {protocol:13s}  floor {summary(cpu_rates[(protocol, 'floor')])}  serve "
               f"{summary(cpu_rates[(protocol, 'serve')])}  serve/floor {summary(cpu_ratios[protocol], '{:.2f}')}")
+    print("share of serve's CPU spent after the last answer (finishing the traces, exporting the events): "
+          + ", ".join(f"{protocol} {summary(shares[protocol], '{:.1%}')}" for protocol in PROTOCOLS))
 
 
 def latency(server: Server, receiver: RecordingOTLPReceiver) -> None:
