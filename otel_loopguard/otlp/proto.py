@@ -60,12 +60,29 @@ def _any_value(value: Any, depth: int) -> Any:
 
 def _attributes(kvs: Any, depth: int = 0, *, keep_empty: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    # Every field access builds a wrapper object, so the common case (a non-empty string) is taken without asking
+    # which oneof member is set, and without an index: a value that raises is found again with its index.
+    for kv in kvs:
+        value = kv.value
+        text = value.string_value
+        if text:
+            out[kv.key] = text
+        elif value.WhichOneof("value") == "int_value":
+            out[kv.key] = value.int_value
+        else:
+            break
+    else:
+        return out
+    return _attributes_located(kvs, depth, keep_empty)
+
+
+def _attributes_located(kvs: Any, depth: int, keep_empty: bool) -> dict[str, Any]:
+    """The general case of :func:`_attributes` (any value type), errors located by index."""
+    out: dict[str, Any] = {}
     index = 0
     try:
         for index, kv in enumerate(kvs):
             value = kv.value
-            # Every field access builds a wrapper object, so the common case (a
-            # non-empty string) is taken without asking which oneof member is set.
             text = value.string_value
             if text:
                 out[kv.key] = text
@@ -88,31 +105,48 @@ def _attributes(kvs: Any, depth: int = 0, *, keep_empty: bool = False) -> dict[s
     return out
 
 
-def _span_id(raw: bytes, size: int, name: str) -> int:
-    if len(raw) != size:
-        raise _Bad(f"expected {size} bytes, got {len(raw)}", name)
-    return int.from_bytes(raw, "big")
+def _bad_id(raw: bytes, size: int, name: str) -> _Bad:
+    return _Bad(f"expected {size} bytes, got {len(raw)}", name)
+
+
+_FROM_BYTES = int.from_bytes
 
 
 def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
-    trace_id = _span_id(span.trace_id, 16, "traceId")
-    span_id = _span_id(span.span_id, 8, "spanId")
+    # Per span, each field read is a call into protobuf: each is read once, and the ids are checked inline.
+    trace_id = span.trace_id
+    if len(trace_id) != 16:
+        raise _bad_id(trace_id, 16, "traceId")
+    span_id = span.span_id
+    if len(span_id) != 8:
+        raise _bad_id(span_id, 8, "spanId")
     parent = span.parent_span_id
-    parent_id = _span_id(parent, 8, "parentSpanId") if parent else None
+    if parent:
+        if len(parent) != 8:
+            raise _bad_id(parent, 8, "parentSpanId")
+        parent_id: int | None = _FROM_BYTES(parent, "big")
+    else:
+        parent_id = None
     try:
         attrs = _attributes(span.attributes)
     except _Bad as exc:
         raise exc.under("attributes") from None
-    status = span.status
-    code = status.code
-    if code not in STATUS_CODES:
-        raise bad_status_code(code)
+    if span.HasField("status"):
+        status = span.status
+        code = status.code
+        if code not in STATUS_CODES:
+            raise bad_status_code(code)
+        error = code == STATUS_ERROR
+        message = status.message
+    else:
+        error, message = False, ""
     events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
-    if span.events:
+    span_events = span.events
+    if span_events:
         index = 0
         try:
             collected = []
-            for index, event in enumerate(span.events):
+            for index, event in enumerate(span_events):
                 try:
                     event_attrs = _attributes(event.attributes)
                 except _Bad as exc:
@@ -121,11 +155,9 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
             events = tuple(collected)
         except _Bad as exc:
             raise exc.under(f"events[{index}]") from None
-    return SpanRecord(
-        trace_id=trace_id, span_id=span_id, parent_span_id=parent_id, name=span.name,
-        start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano, attributes=attrs, resource=resource,
-        status_error=code == STATUS_ERROR, status_message=status.message, events=events,
-    )
+    # Positional, in SpanRecord's field order (keywords cost a lookup each).
+    return SpanRecord(_FROM_BYTES(trace_id, "big"), _FROM_BYTES(span_id, "big"), parent_id, span.name,
+                      span.start_time_unix_nano, span.end_time_unix_nano, attrs, resource, error, message, events)
 
 
 def _resource(rs: Any) -> dict[str, Any]:

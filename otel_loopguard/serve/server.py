@@ -99,10 +99,8 @@ def tune_gc() -> None:
 
     What the trace table holds (about 30 container objects per trace, for up to ``max_traces`` open and as many
     remembered finished traces) lives for seconds at least and is acyclic (reference counting frees it), but the
-    collector walks it on every young collection while it is young and on every full collection after: with
-    Python's defaults that was 2.6 to 13.5 µs of a span's 25 to 35 µs of judging (the benchmark's traces, depending on
-    when full collections fell), against about 2.5 µs with these settings. Here the objects
-    made by start-up (modules, classes, functions) are frozen out of the collector's reach, and the first
+    collector walks it on every young collection while it is young and on every full collection after. Here the
+    objects made by start-up (modules, classes, functions) are frozen out of the collector's reach, and the first
     generation collects after 50 000 allocations instead of 700, so cyclic garbage (asyncio and exception
     tracebacks make some) is still collected, a little later. The ``serve`` command calls this; it changes the
     whole process, so the :class:`Server` class does not.

@@ -547,8 +547,10 @@ class TraceTable:
                         seen.tool(span.attributes, call.arguments_captured, call.result_captured,
                                   [(name, ev) for name, _, ev in span.events],
                                   extractor.convention(span.attributes, span.name))
-            else:
-                counts["duplicate_spans"] += 1
+        # Counted per batch: a step not added was a duplicate.
+        duplicates = len(batch.steps) - added
+        if duplicates:
+            counts["duplicate_spans"] += duplicates
         if batch.models:
             if turns is None:
                 turns = trace.turns = _Turns()
@@ -574,15 +576,17 @@ class TraceTable:
         if judge.reordered and not was_reordered:
             counts["reordered_traces"] += 1
         ends = trace.tool_ends
+        calls = 0
         for step in judged:
             if step.call is not None:
-                counts["tool_calls"] += 1
+                calls += 1
                 tools.append(step.call.tool)
                 trace.last_step = step
                 if ends is None:
                     ends = trace.tool_ends = []
                 if len(ends) < _MAX_TOOL_ENDS:
                     ends.append(step.end_ns)
+        counts["tool_calls"] += calls
         for item in told:
             events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:

@@ -9,7 +9,10 @@ Run: ``.venv/bin/python tests/benchmarks/serve.py [--traces 400] [--rounds 7]``.
   floor and serve alternately first; medians and ranges are over the rounds, and the ratio serve/floor is taken per
   round. ``CLIENTS`` client processes (their own GIL) post ``BATCH``-span protobuf (or JSON) requests over persistent
   connections. Traces have 10 GenAI tool spans and an agent root; half loop (same call, same result), so serve
-  also emits verdict events (to a recording OTLP backend in this process) and metrics.
+  also emits verdict events (through the SDK's batch log processor, to an exporter that drops them) and metrics.
+  serve's figures count all it does for a round's spans: after the last answer its traces are finished (what the
+  idle sweep does ``idle`` seconds later: the final judgement, the reports and their metrics) and the events
+  exported (the log processor's thread), in CPU (the whole process, every thread) and in the round's duration.
 * latency: for each of ``LOOPS`` looping traces, the spans are sent one request at a time; the clock starts just
   before the request with the tool span that completes the stuck cycle and stops when the recording OTLP backend
   accepts the log-record batch holding that trace's ``loopguard.verdict`` (stuck) event. serve's log pipeline is the
@@ -30,6 +33,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,14 +129,17 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def throughput(server: Server, floor: Floor, clients: Clients, traces: int, rounds: int) -> None:
+def throughput(server: Server, floor: Floor, clients: Clients, traces: int, rounds: int,
+               flush: Callable[[], object]) -> None:
     """Print spans/s of serve and of the floor per protocol, interleaved round by round, and their ratio; and the
-    same per CPU-second of this process (the receivers; the clients run in their own processes)."""
+    same per CPU-second of this process, every thread (the receivers; the clients run in their own processes).
+    serve's figures include finishing the round's traces and ``flush()`` (exporting their events)."""
     offset = 1_000_000
     rates: dict[tuple[str, str], list[float]] = {}
     ratios: dict[str, list[float]] = {}
     cpu_rates: dict[tuple[str, str], list[float]] = {}
     cpu_ratios: dict[str, list[float]] = {}
+    shares: dict[str, list[float]] = {}
     for round_no in range(rounds + 1):  # round 0 warms up (connections, caches) and is not counted
         for protocol in PROTOCOLS:
             order = ("floor", "serve") if round_no % 2 else ("serve", "floor")
@@ -147,13 +154,24 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
                 before = server.stats().tool_calls
                 cpu = _cpu()
                 results = clients.run(_jobs(protocol, port, bodies))
-                cpu = _cpu() - cpu
+                finishing = 0.0
+                answered = _cpu()
+                if variant == "serve":
+                    # What serve does for these spans after answering, counted too: finishing their traces (the
+                    # idle sweep's work, here at once) and exporting the events (the log processor's thread).
+                    finishing = time.monotonic()
+                    server.finish_all()
+                    flush()
+                    finishing = time.monotonic() - finishing
+                after = _cpu()
+                if variant == "serve" and round_no:
+                    shares.setdefault(protocol, []).append((after - answered) / (after - cpu))
+                cpu = after - cpu
                 assert all(r is not None and r.errors == 0 for r in results), results
                 if variant == "serve":
                     judged = server.stats().tool_calls - before
                     assert judged == traces * TOOL_SPANS, (judged, traces * TOOL_SPANS)
-                    server.finish_all()
-                got[variant] = span_rate(results, count)
+                got[variant] = 1 / (1 / span_rate(results, count) + finishing / count)
                 got_cpu[variant] = count / cpu
             if round_no:
                 for variant, rate in got.items():
@@ -171,6 +189,8 @@ def throughput(server: Server, floor: Floor, clients: Clients, traces: int, roun
     for protocol in PROTOCOLS:
         print(f"  {protocol:13s}  floor {summary(cpu_rates[(protocol, 'floor')])}  serve "
               f"{summary(cpu_rates[(protocol, 'serve')])}  serve/floor {summary(cpu_ratios[protocol], '{:.2f}')}")
+    print("share of serve's CPU spent after the last answer (finishing the traces, exporting the events): "
+          + ", ".join(f"{protocol} {summary(shares[protocol], '{:.1%}')}" for protocol in PROTOCOLS))
 
 
 def latency(server: Server, receiver: RecordingOTLPReceiver) -> None:
@@ -237,7 +257,7 @@ def main() -> None:
         with server:
             if not args.default_gc:
                 tune_gc()  # what the serve command does once its receivers are up (the floor shares the process)
-            throughput(server, floor, clients, args.traces, args.rounds)
+            throughput(server, floor, clients, args.traces, args.rounds, logger_provider.force_flush)
         floor.stop()
         logger_provider.shutdown()
         meter_provider.shutdown()

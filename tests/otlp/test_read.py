@@ -365,6 +365,29 @@ def test_malformed_protobuf_spans_name_the_field(fields: dict[str, Any], locatio
     assert fragment in info.value.message
 
 
+def test_protobuf_attributes_of_every_kind_in_any_order_keep_their_order_and_positions() -> None:
+    """Strings and ints first, then other kinds, decode in key order; a bad value after them names its own index.
+
+    The expected values are the attributes as built here: an empty value is dropped at the top level, an empty
+    string is kept; the string table index (a profiles-only member) is refused at its position, 3.
+    """
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id = bytes(range(16))
+    span.span_id = bytes(range(8))
+    for key, member, value in [("s", "string_value", "x"), ("n", "int_value", 5), ("b", "bool_value", True),
+                               ("empty", None, None), ("blank", "string_value", ""), ("d", "double_value", 0.5)]:
+        kv = span.attributes.add(key=key)
+        if member is not None:
+            setattr(kv.value, member, value)
+    (record,) = decode_proto_request(request.SerializeToString())
+    assert list(record.attributes.items()) == [("s", "x"), ("n", 5), ("b", True), ("blank", ""), ("d", 0.5)]
+    span.attributes[3].value.string_value_strindex = 1
+    with pytest.raises(InputError) as info:
+        decode_proto_request(request.SerializeToString())
+    assert info.value.location == "resourceSpans[0].scopeSpans[0].spans[0].attributes[3].value"
+
+
 def test_truncated_protobuf_raises_input_error(sdk_spans: list[ReadableSpan]) -> None:
     """A protobuf request cut short is reported as not a valid ExportTraceServiceRequest."""
     blob = encode_spans(sdk_spans).SerializeToString()
