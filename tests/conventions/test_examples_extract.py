@@ -406,13 +406,12 @@ def test_span_name_sources_strip_prefix_and_suffix() -> None:
     assert extractor.tool_call(ACME, "run .tool", 1, 2).tool == "run .tool"
 
 
-def test_agent_name_sources_that_cannot_be_read_plainly() -> None:
-    # Agent names are read from plain attributes and the span name only: an event or a path source gives none
-    # (the next source counts), a span-name source strips as written.
-    extractor = _acme(agent_name=[{"event": "acme.call", "attribute": "agent"}, {"attribute": "acme.j", "path": ["a"]},
-                                  {"span_name": True, "strip_prefix": "agent "}])
-    assert extractor.agent_name({**ACME, "acme.j": '{"a": "x"}'}, "fallback", "agent planner") == "planner"
-    assert extractor.agent_name({**ACME, "acme.j": '{"a": "x"}'}, "fallback", "agent ") == "fallback"
+def test_agent_name_from_the_span_name() -> None:
+    # Agent names are read from plain attributes and the span name only (user.py refuses event and path sources for
+    # them); a span-name source strips as written, and an empty remainder falls back to the default.
+    extractor = _acme(agent_name=[{"span_name": True, "strip_prefix": "agent "}])
+    assert extractor.agent_name(ACME, "fallback", "agent planner") == "planner"
+    assert extractor.agent_name(ACME, "fallback", "agent ") == "fallback"
     # The OpenInference AGENT span's last source is the span name before ".run".
     assert agent_name({"openinference.span.kind": "AGENT"}, None, "planner.run") == "planner"
     assert agent_name({"openinference.span.kind": "AGENT"}, None, "planner") == "planner"
