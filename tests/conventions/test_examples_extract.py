@@ -61,8 +61,10 @@ def test_read_tool_reads_a_tool_span_with_every_argument() -> None:
     events = [("exception", {"exception.type": "QuotaError"})]
     call = Extractor().read_tool(attrs, "execute_tool quote", T0_NS + 500_000_000, T0_NS + 2 * 10**9, True, "quota",
                                  events)
+    assert call is not None
+    assert call.start == pytest.approx(T0_S + 0.5, abs=1e-6) and call.end == pytest.approx(T0_S + 2.0, abs=1e-6)
     assert call == ToolCall(tool="quote", arguments='{"s": "ACME"}', arguments_captured=True, result="n/a",
-                            result_captured=True, error="QuotaError", start=T0_S + 0.5, end=T0_S + 2.0)
+                            result_captured=True, error="QuotaError", start=call.start, end=call.end)
     # Without the event: the status message is the class.
     assert Extractor().read_tool(attrs, "x", 1, 2, True, "quota").error == "quota"  # type: ignore[union-attr]
     # Without a status: the call did not fail (the default is no error status, no message, no events).
@@ -439,7 +441,7 @@ def test_leases_progress_and_times() -> None:
     assert extractor.tool_call(genai, "x", 1, 2).progress is None
     # One nanosecond after the epoch is 1e-9 s; a time of 0 is unknown.
     timed = extractor.tool_call(genai, "x", 1, 3 * 10**9)
-    assert (timed.start, timed.end) == (1e-9, 3.0)
+    assert timed.start == pytest.approx(1e-9, rel=1e-9) and timed.end == pytest.approx(3.0, rel=1e-12)
 
 
 def test_error_sources_that_say_no_error() -> None:
