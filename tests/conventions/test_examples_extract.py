@@ -61,8 +61,10 @@ def test_read_tool_reads_a_tool_span_with_every_argument() -> None:
     events = [("exception", {"exception.type": "QuotaError"})]
     call = Extractor().read_tool(attrs, "execute_tool quote", T0_NS + 500_000_000, T0_NS + 2 * 10**9, True, "quota",
                                  events)
+    assert call is not None
+    assert call.start == pytest.approx(T0_S + 0.5, abs=1e-6) and call.end == pytest.approx(T0_S + 2.0, abs=1e-6)
     assert call == ToolCall(tool="quote", arguments='{"s": "ACME"}', arguments_captured=True, result="n/a",
-                            result_captured=True, error="QuotaError", start=T0_S + 0.5, end=T0_S + 2.0)
+                            result_captured=True, error="QuotaError", start=call.start, end=call.end)
     # Without the event: the status message is the class.
     assert Extractor().read_tool(attrs, "x", 1, 2, True, "quota").error == "quota"  # type: ignore[union-attr]
     # Without a status: the call did not fail (the default is no error status, no message, no events).
@@ -438,7 +440,7 @@ def test_leases_progress_and_times() -> None:
     assert extractor.tool_call(genai, "x", 1, 2).progress is None
     # One nanosecond after the epoch is 1e-9 s; a time of 0 is unknown.
     timed = extractor.tool_call(genai, "x", 1, 3 * 10**9)
-    assert (timed.start, timed.end) == (1e-9, 3.0)
+    assert timed.start == pytest.approx(1e-9, rel=1e-9) and timed.end == pytest.approx(3.0, rel=1e-12)
 
 
 def test_error_sources_that_say_no_error() -> None:
@@ -527,3 +529,147 @@ def test_placeholders_in_mappings_and_objects() -> None:
     none = Extractor(redacted_values=())
     assert none.tool_call({**genai, args: '{"q": "[REDACTED]"}'}, "x", 1, 2).arguments_captured is True
     assert none.tool_call({**genai, args: "[REDACTED]"}, "x", 1, 2).arguments_captured is True
+
+
+# --- model spans ----------------------------------------------------------------------------------------------------
+
+def test_model_turn_fields() -> None:
+    # A GenAI chat span: its ids and times as given, the response id as text, the usage (5 in, 1 out), the tool
+    # call its output asks for, the result its input holds, the earlier call its input repeats, its agent and its
+    # conversation.
+    output = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c2", "name": "read", "arguments": {}}]}]
+    inputs = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "find", "arguments": "x"}]},
+              {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "hits"}]}]
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 1,
+             "gen_ai.response.id": 42, "gen_ai.agent.name": "planner", "gen_ai.conversation.id": "conv",
+             "gen_ai.output.messages": json.dumps(output), "gen_ai.input.messages": json.dumps(inputs)}
+    turn = Extractor().model_turn(attrs, "chat m", 7, 3, 10, 20)
+    assert turn is not None
+    assert (turn.span_id, turn.parent_span_id, turn.start_ns, turn.end_ns, turn.response_id) == (7, 3, 10, 20, "42")
+    assert turn.usage is not None and (turn.usage[0], turn.usage[1].input_tokens) == (None, 5)
+    assert (turn.calls, turn.results, turn.history) == ((("c2", "read", {}),), (("c1", "hits"),),
+                                                        (("c1", "find", "x"),))
+    assert (turn.agent, turn.conversation) == ("planner", "conv")
+    # Without context: no agent, no conversation; without messages: no calls, no results, no history.
+    bare = Extractor().model_turn(attrs, "chat m", 7, None, 10, 20, messages=False, context=False)
+    assert bare is not None
+    assert (bare.calls, bare.results, bare.history, bare.agent, bare.conversation) == ((), None, (), None, None)
+    assert bare.usage == turn.usage and bare.parent_span_id is None
+    # No response id (or an empty one): None.
+    assert Extractor().model_turn({"gen_ai.operation.name": "chat", "gen_ai.response.id": ""}, "m", 1, None, 0,
+                                  1).response_id is None  # type: ignore[union-attr]
+
+
+def test_model_turn_of_a_convention_without_message_readers() -> None:
+    # The AI SDK's model span (ai.generateText.doGenerate) has usage but no message readers: no calls, and its
+    # results are None (no input recorded), even with GenAI messages present.
+    output = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c", "name": "t", "arguments": {}}]}]
+    attrs = {"ai.operationId": "ai.generateText.doGenerate", "gen_ai.usage.input_tokens": 3,
+             "gen_ai.output.messages": json.dumps(output)}
+    turn = Extractor().model_turn(attrs, "ai.generateText.doGenerate", 1, None, 0, 1)
+    assert turn is not None and (turn.calls, turn.results) == ((), None)
+    assert turn.usage is not None and turn.usage[1].input_tokens == 3
+    # Not a model span: no turn (a tool span, an agent span).
+    assert Extractor().model_turn({"gen_ai.operation.name": "invoke_agent"}, "x", 1, None, 0, 1) is None
+
+
+# --- defaults and the span name as a source -----------------------------------------------------------------------
+
+def test_the_span_name_defaults_to_empty() -> None:
+    # Called without a span name, a span has the name "": an OpenInference AGENT span's last agent-name source (the
+    # span name before ".run") gives no name, and a user row recognised by a name prefix does not hold.
+    oi_agent = {"openinference.span.kind": "AGENT"}
+    assert agent_name(oi_agent) is None
+    assert Extractor().agent_name(oi_agent) is None
+    by_name = _user(acme={"when": {"acme.kind": "tool"}, "span_name_prefix": "X"})
+    assert by_name.span_role({"acme.kind": "tool"}) is None
+    assert by_name.convention({"acme.kind": "tool"}) is None
+    assert by_name.span_role({"acme.kind": "tool"}, "X1") == ROLE_TOOL
+    convention = by_name.convention({"acme.kind": "tool"}, "X1")
+    assert convention is not None and convention.name == "acme"
+    # A span that is no tool span has no convention.
+    assert Extractor().convention({}, "lookup") is None
+
+
+def test_a_tool_row_names_its_agent_as_text() -> None:
+    # An OpenInference TOOL span's agent is agent.name; a number there is read as its text.
+    assert agent_name({"openinference.span.kind": "TOOL", "agent.name": 5}) == "5"
+    assert Extractor().agent_name({"openinference.span.kind": "TOOL", "agent.name": 5}) == "5"
+
+
+def test_every_part_can_come_from_the_span_name() -> None:
+    # A user row may read any part from the span name ({ span_name = true }): here the arguments ("GET /users/1"
+    # after "call "), the result and the error class (after "failed " when the span name says so: a span name
+    # that does not start so is read whole, as the README's strip_prefix says "removed when present").
+    extractor = _acme(arguments={"span_name": True, "strip_prefix": "call "}, result={"span_name": True},
+                      error={"span_name": True, "strip_prefix": "call "})
+    call = extractor.tool_call(ACME, "call GET /users/1", 1, 2)
+    assert (call.arguments, call.result, call.error) == ("GET /users/1", "call GET /users/1", "GET /users/1")
+    # read_tool passes the span name on too: a bare GenAI tool span is named by it.
+    read = Extractor().read_tool({}, "execute_tool lookup", 1, 2)
+    assert read is not None and read.tool == "lookup"
+
+
+def test_call_of_defaults_to_no_error() -> None:
+    # call_of with the row, attributes, name and times only: the call did not fail.
+    extractor = Extractor()
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    _, row = extractor.read_role(attrs, "x")
+    assert extractor.call_of(row, attrs, "x", 1, 2).error is None
+
+
+def test_a_placeholder_object_inside_a_result_envelope_is_a_result() -> None:
+    # Only a placeholder standing for the whole result hides it (a result object that mentions one is a result):
+    # the same inside an envelope. OpenLLMetry's ToolMessage content '{"a": "[REDACTED]"}' is a recorded result;
+    # content "[REDACTED]" is not.
+    base = {"traceloop.span.kind": "tool", "traceloop.entity.name": "t"}
+    inner = '{"a": "[REDACTED]"}'
+    call = Extractor().tool_call({**base, "traceloop.entity.output": json.dumps(
+        {"content": inner, "tool_call_id": "c"})}, "x", 1, 2)
+    assert (call.result_captured, call.result) == (True, inner)
+    hidden = Extractor().tool_call({**base, "traceloop.entity.output": json.dumps(
+        {"content": "[REDACTED]", "tool_call_id": "c"})}, "x", 1, 2)
+    assert (hidden.result_captured, hidden.result) == (False, None)
+
+
+def test_texts_that_are_no_envelope_read_again() -> None:
+    # One extractor reads the same texts twice (a loop repeats them); each read gives what the first gave. The
+    # texts are built anew for each read, as each span brings its own.
+    extractor = Extractor()
+    for _ in range(2):
+        # OpenLLMetry: {"inputs": [1, 2]} alone is no LangChain envelope: the arguments stay the same text.
+        text = json.dumps({"inputs": [1, 2]})
+        call = extractor.tool_call({"traceloop.span.kind": "tool", "gen_ai.tool.name": "t",
+                                    "gen_ai.tool.call.arguments": text}, "x", 1, 2)
+        assert (call.arguments_captured, call.arguments) == (True, text)
+        # OpenInference: the JSON string "kwargs" mentions kwargs (so the ToolMessage envelope is tried first) and
+        # is no ToolMessage; the next envelope, a JSON string, gives the text kwargs.
+        quoted = json.dumps("kwargs")
+        result = extractor.tool_call({"openinference.span.kind": "TOOL", "tool.name": "t",
+                                      "output.value": quoted}, "x", 1, 2).result
+        assert result == "kwargs"
+
+
+def test_an_object_of_placeholders_exactly_at_the_size_limit_is_parsed() -> None:
+    # '{"a": "***"}' is 12 characters: with max_argument_bytes = 12 it is parsed (an object of placeholders: not
+    # recorded); with 11 it is not (a recorded text).
+    text = '{"a": "***"}'
+    assert len(text) == 12
+    conventions = {"acme": {"when": {"acme.kind": "tool"}, "arguments": "acme.in"}}
+    for limit, recorded in ((12, False), (11, True)):
+        extractor = Extractor.from_config(LoopGuardConfig(max_argument_bytes=limit, conventions=conventions,
+                                                          redacted_values=(RedactedValue("***"),)))
+        assert extractor.tool_call({**ACME, "acme.in": text}, "t", 1, 2).arguments_captured is recorded, limit
+
+
+def test_errors_read_through_a_path_with_events_and_structured_results() -> None:
+    # LlamaIndex under OpenLLMetry (error read through a path): a span with an error status and is_error false has
+    # the exception event's type as its class (error_class's order), and is_error true with a result that is not
+    # text (raw_output [1, 2]) has the class "error".
+    base = {"traceloop.span.kind": "task", "tool.name": "t"}
+    ok = json.dumps({"tool_output": {"is_error": False, "raw_output": "fine"}})
+    events = [("exception", {"exception.type": "KeyError"})]
+    assert Extractor().tool_call({**base, "traceloop.entity.output": ok}, "x", 1, 2, True, "st",
+                                 events).error == "KeyError"
+    listed = json.dumps({"tool_output": {"is_error": True, "raw_output": [1, 2]}})
+    assert Extractor().tool_call({**base, "traceloop.entity.output": listed}, "x", 1, 2).error == "error"
