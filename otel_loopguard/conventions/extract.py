@@ -484,8 +484,10 @@ class _Placeholders:
                 anywhere.add(v.value)
         self.anywhere = frozenset(anywhere)
         self.by_key = {k: frozenset(vs | anywhere) for k, vs in by_key.items()}
-        # Placeholders looked for inside an argument object ({"query": "[REDACTED]"}).
-        self.texts = tuple(sorted(v for v in anywhere if v))
+        # Placeholders looked for inside an argument object ({"query": "[REDACTED]"}), also as an encoder with ASCII
+        # output writes them there (Python's json.dumps: "«hidden»" becomes "\u00abhidden\u00bb"), so that an
+        # object of such placeholders still reaches the parse that decides.
+        self.texts = tuple(sorted({form for v in anywhere if v for form in (v, json.dumps(v)[1:-1])}))
 
     def within(self, text: str) -> bool:
         """Whether a placeholder occurs in ``text`` (a cheap test before parsing it)."""
@@ -680,7 +682,8 @@ class Extractor:
             return None
         for src in row.error:
             value = self._source(src, attrs, span_name, ev)
-            if value is None or value is False or value == "":
+            if not value:
+                # Absent, false, empty or 0 (an exit or status code of success): no error, as on the inline path.
                 continue
             if value is True:
                 # Failed, without a class: the exception event's, the status text, else the result's text.

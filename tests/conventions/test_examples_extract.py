@@ -474,6 +474,11 @@ def test_errors_read_through_a_path() -> None:
     ok = json.dumps({"tool_output": {"is_error": False, "raw_output": "fine"}})
     assert extractor.tool_call({**base, "traceloop.entity.output": failed}, "x", 1, 2).error == "Boom"
     assert extractor.tool_call({**base, "traceloop.entity.output": ok}, "x", 1, 2).error is None
+    # 0 (falsy, a success code) is no error through a path as on the inline path (error.type = 0 on a GenAI span).
+    zero = json.dumps({"tool_output": {"is_error": 0, "raw_output": "fine"}})
+    assert extractor.tool_call({**base, "traceloop.entity.output": zero}, "x", 1, 2).error is None
+    assert extractor.tool_call({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "error.type": 0},
+                               "x", 1, 2).error is None
     assert extractor.tool_call({**base, "traceloop.entity.output": ok}, "x", 1, 2, True, "st").error == "st"
     # Failed with a status message: the message, before the result's text.
     assert extractor.tool_call({**base, "traceloop.entity.output": failed}, "x", 1, 2, True, "st").error == "st"

@@ -184,3 +184,20 @@ def test_repeated_calls_with_redacted_enveloped_arguments_are_uncertain_not_stuc
     kinds = [engine.observe(state, extractor.tool_call(attrs, "search.tool", i * 10**9 + 1, i * 10**9 + 2)).verdict.kind
              for i in range(3)]
     assert kinds == ["working", "working", "uncertain"]
+
+
+@pytest.mark.parametrize("encode", [
+    lambda obj: json.dumps(obj),  # Python's default: non-ASCII written as \u escapes
+    lambda obj: json.dumps(obj, ensure_ascii=False),
+])
+def test_a_non_ascii_placeholder_in_an_argument_object_is_not_recorded_however_encoded(encode: Any) -> None:
+    # A configured placeholder "«hidden»" as every value of the argument object: the call's arguments are not
+    # recorded, whether the encoder wrote the guillemets as they are or as \u00ab...\u00bb (before, the escaped
+    # form passed the quick check unseen and the object counted as recorded: identical hidden calls, a false stuck).
+    extractor = Extractor(redacted_values=(*DEFAULT_REDACTED_VALUES, RedactedValue("«hidden»")))
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+             "gen_ai.tool.call.arguments": encode({"query": "«hidden»"}), "gen_ai.tool.call.result": "3 hits"}
+    assert extractor.tool_call(attrs, "execute_tool search", 1, 2).arguments_captured is False
+    # One real value still tells calls apart: recorded.
+    attrs["gen_ai.tool.call.arguments"] = encode({"query": "«hidden»", "page": 2})
+    assert extractor.tool_call(attrs, "execute_tool search", 1, 2).arguments_captured is True
