@@ -34,53 +34,32 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import context, trace
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for tests.benchmarks
 
 from otel_loopguard.conventions import names as n
 from otel_loopguard.core.model import Intervention, Transition, Verdict
 from otel_loopguard.sdk import providers
 from otel_loopguard.sdk.emit import Emitter, VerdictEvent, event_attributes
-
-
-class _DropLogs(LogRecordExporter):
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
-
-
-class _DropMetrics(MetricExporter):
-    def __init__(self) -> None:
-        super().__init__()
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        pass
+from tests.benchmarks.sinks import DropLogs, DropMetrics
 
 
 def _sdk_providers() -> tuple[LoggerProvider, MeterProvider]:
     """Providers of the SDK's default settings (what a user may pass to the processor)."""
     logs = LoggerProvider(resource=Resource.create({}))
-    logs.add_log_record_processor(BatchLogRecordProcessor(_DropLogs()))
-    reader = PeriodicExportingMetricReader(_DropMetrics(), export_interval_millis=60_000)
+    logs.add_log_record_processor(BatchLogRecordProcessor(DropLogs()))
+    reader = PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=60_000)
     return logs, MeterProvider(resource=Resource.create({}), metric_readers=[reader])
 
 
@@ -90,7 +69,7 @@ def _our_providers() -> tuple[LoggerProvider, MeterProvider]:
 
     def exporter(signal: Any, environ: Any) -> Any:
         made.append(signal)
-        return _DropLogs() if signal == "logs" else _DropMetrics()
+        return DropLogs() if signal == "logs" else DropMetrics()
 
     original = providers.otlp_exporter
     providers.otlp_exporter = exporter  # type: ignore[assignment]

@@ -45,23 +45,23 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    PeriodicExportingMetricReader,
-)
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for tests.benchmarks
+
 from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+from tests.benchmarks.sinks import DropLogs, DropMetrics, DropSpans
 
 LOOP_TRACE_CALLS = 10
 TOOL_TARGET = 1.10
@@ -69,47 +69,10 @@ PROCESS_TARGET = 1.25
 NON_TOOL_POINTS = 0.02
 
 
-class _DropSpans(SpanExporter):
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
 
 
-class _DropLogs(LogRecordExporter):
-    def __init__(self) -> None:
-        self.records = 0
-
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        self.records += len(batch)
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
 
 
-class _DropMetrics(MetricExporter):
-    def __init__(self) -> None:
-        super().__init__(preferred_temporality={}, preferred_aggregation={})
-        self.exports = 0
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        self.exports += 1
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        pass
 
 
 class _FloorProcessor(SpanProcessor):
@@ -126,7 +89,7 @@ class _FloorProcessor(SpanProcessor):
 class _Variant:
     def __init__(self, name: str, extra: SpanProcessor | None) -> None:
         self.name = name
-        self.exporter = _DropSpans()
+        self.exporter = DropSpans()
         self.provider = TracerProvider()
         self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
         if extra is not None:
@@ -243,10 +206,10 @@ def _ratio(
 def main(rounds: int = 300, chunk: int = 50, warmup: int = 20) -> int:
     """Run the benchmark, print the table; returns 0 when every target is met, else 1."""
     assert chunk % LOOP_TRACE_CALLS == 0, "chunk must hold whole loop traces"
-    log_exporter = _DropLogs()
+    log_exporter = DropLogs()
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
-    metric_exporter = _DropMetrics()
+    metric_exporter = DropMetrics()
     meter_provider = MeterProvider(
         metric_readers=[PeriodicExportingMetricReader(metric_exporter, export_interval_millis=60_000)]
     )

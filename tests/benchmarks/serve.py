@@ -35,12 +35,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -53,6 +52,7 @@ from otel_loopguard.serve.http_server import OTLPHTTPServer
 from otel_loopguard.serve.server import Server, tune_gc
 from otel_loopguard.serve.settings import ServeSettings
 from tests.benchmarks.serve_clients import JSON, PROTOBUF, Clients, Job, span_rate, summary, to_json
+from tests.benchmarks.sinks import DropLogs
 from tests.support.otlp_receiver import RecordingOTLPReceiver
 from tests.support.proto_spans import request_bytes, root_span, tool_span
 
@@ -90,15 +90,6 @@ def _discard(spans: list[SpanRecord], body: bytes, content_type: str, peer: str)
     pass
 
 
-class _Dropping(LogRecordExporter):
-    def export(self, batch: Any) -> LogRecordExportResult:
-        return LogRecordExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
 
 
 class Floor:
@@ -249,7 +240,7 @@ def main() -> None:
         # Events go through the SDK's batch processor to an exporter that drops them: serve pays for emitting,
         # not a backend in this process for decoding them.
         logger_provider = LoggerProvider()
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(_Dropping()))
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(DropLogs()))
         meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
         server = Server(LoopGuardConfig(), grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", idle=60,
                         logger_provider=logger_provider, meter_provider=meter_provider, settings=settings)

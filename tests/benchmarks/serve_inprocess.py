@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.otlp.proto import decode_proto_request
 from otel_loopguard.serve.server import Server, tune_gc
-from tests.benchmarks.serve import _Dropping, make_bodies
+from tests.benchmarks.serve import make_bodies
 from tests.benchmarks.serve_clients import summary
+from tests.benchmarks.sinks import DropLogs
 
 
 def main() -> None:
@@ -40,7 +41,7 @@ def main() -> None:
     parser.add_argument("--profile", help="write a cProfile of the serve variant to this file")
     args = parser.parse_args()
     logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(_Dropping()))
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(DropLogs()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     server = Server(LoopGuardConfig(), grpc_address=None, http_address=None, idle=60,
                     logger_provider=logger_provider, meter_provider=meter_provider)

@@ -54,7 +54,7 @@ import grpc
 from google.rpc import status_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server, ServeStats
+from tests.benchmarks.sinks import DropLogs
 from tests.support.proto_spans import request_bytes, root_span, tool_span
 
 TOOL_SPANS = 6
@@ -141,26 +142,6 @@ class GRPCClient:
         self._channel.close()
 
 
-class CountingLogExporter(LogRecordExporter):
-    """Counts exported log records and keeps none (a soak must not measure its own sink growing)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def export(self, batch: Sequence[object]) -> LogRecordExportResult:
-        with self._lock:
-            self.count += len(batch)
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
-
-
-# -- abuse ----------------------------------------------------------------------------------------------------
 
 
 def _http_status(expected_status: int, expected_code: int, content_type: str) -> Callable[[int, bytes, str], None]:
@@ -327,7 +308,7 @@ def run_soak(seconds: float | None = None, *, requests: int | None = None, max_t
     def request_clock() -> float:
         return made[0] + clock_offset[0]
 
-    exporter = CountingLogExporter()
+    exporter = DropLogs()
     logger_provider = LoggerProvider(shutdown_on_exit=False)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
@@ -481,7 +462,7 @@ def run_soak(seconds: float | None = None, *, requests: int | None = None, max_t
         meter_provider.shutdown()
     taken.sort(key=lambda x: x.at)  # load clients take their samples concurrently
     return SoakResult(elapsed, length, dict(accepted), dict(abuse_counts), tuple(taken), stats, events[0],
-                      exporter.count, final_stuck, final_idle, tuple(errors), max_traces, warmup)
+                      exporter.records, final_stuck, final_idle, tuple(errors), max_traces, warmup)
 
 
 def _mib(n: float) -> str:
