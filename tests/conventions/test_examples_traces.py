@@ -170,12 +170,25 @@ def test_other_spans_are_no_step() -> None:
         assert StepReader().step(span) is None and StepReader().read(span) is None
 
 
-def test_the_configuration_sets_the_argument_limit() -> None:
-    # max_argument_bytes 4: the 8-byte arguments text is kept as it is (not parsed); the reader's extractor is the
-    # one it reads with.
+# An OpenInference tool span whose result is JSON text holding a string (6 bytes): unwrapped to the string, unless
+# text that long is not parsed.
+OI_TOOL = {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": '{"q": 1}',
+           "output.value": '"hits"'}
+
+
+def test_the_argument_limit() -> None:
+    def result(reader: StepReader) -> Any:
+        return reader.step(_span(1, 7, 2, 3, OI_TOOL)).call.result  # type: ignore[union-attr]
+
+    # By default (65 536 bytes) the text is unwrapped; with a limit of 4 bytes it is kept as recorded.
+    assert result(StepReader()) == "hits"
+    assert result(StepReader(4)) == '"hits"'
+    # A configuration's limit wins over the argument.
+    assert result(StepReader(65_536, config=LoopGuardConfig(max_argument_bytes=4))) == '"hits"'
+    assert result(StepReader(4, config=LoopGuardConfig())) == "hits"
+    # The extractor it reads with is the configuration's.
     reader = StepReader(config=LoopGuardConfig(max_argument_bytes=4))
-    assert reader.extractor is reader.extractor
-    assert StepReader(4).step(_span(1, 7, 2, 3, TOOL)).call.arguments == '{"q": 1}'  # type: ignore[union-attr]
+    assert reader.extractor.tool_call(OI_TOOL, "search", 1, 2).result == '"hits"'
 
 
 # -- TraceCollector: what is held, and released early ------------------------------------------------------------------
@@ -301,8 +314,8 @@ def test_calls_derived_from_turns_in_any_order(judge_of: Callable[[str], _Record
     # c1's result again (recorded differently, "hits again") and c2's, "doc". Read last turn first: each result is
     # kept from the earliest input holding it (c1 from turn 12, c2 from turn 13), and the turns are judged in end
     # order. Derived calls run from the end of the asking turn to the start of the answering one; their span ids are
-    # 11 * 1 000 003 + 1 and 12 * 1 000 003 + 1.
-    t11 = _model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1})))
+    # 11 * 1 000 003 + 1 and 12 * 1 000 003 + 1. No agent or conversation is read for a report (turn 11 names both).
+    t11 = _model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1})), **CONTEXT)
     t12 = _model(1, 12, 3, 4, inputs=_answers(("c1", "hits")), outputs=_asks(("c2", "read", {"d": 1})))
     t13 = _model(1, 13, 5, 6, inputs=_answers(("c1", "hits again"), ("c2", "doc")))
     collector = _collector()
@@ -459,3 +472,88 @@ def test_add_all_yields_the_traces_released_early() -> None:
     released = list(collector.add_all([_model(1, 11, 0, 1), _model(2, 21, 0, 1)], "f"))
     assert [(r.trace_id, r.source, r.partial) for r in released] == [(_tid(1), "f", True)]
     assert [r.trace_id for r in collector.finish()] == [_tid(2)]
+
+
+def test_a_turn_without_its_input_does_not_answer(judge_of: Callable[[str], _Recorder]) -> None:
+    # Turn 12 records no input (metadata only): it neither answers c1 nor makes it be judged without a result; turn
+    # 13's input does answer it.
+    collector = _collector()
+    for span in (_model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1}))), _model(1, 12, 3, 4),
+                 _model(1, 13, 5, 6, inputs=_answers(("c1", "hits")))):
+        collector.add(span, "a")
+    collector.finish()
+    assert [(s.call.result, s.end_ns) for s in judge_of(_tid(1)).given if s.call] == [("hits", 5 * S)]
+
+
+def test_reports_come_in_order_of_first_appearance() -> None:
+    # Trace 1 was active last (its second span), yet its report comes first: it appeared first.
+    collector = _collector()
+    for span in (_model(1, 11, 0, 1), _model(2, 21, 0, 1), _model(1, 12, 1, 2)):
+        collector.add(span, "a")
+    assert [r.trace_id for r in collector.finish()] == [_tid(1), _tid(2)]
+
+
+def test_the_judge_bytes_of_every_tool_step_are_held(judge_of: Callable[[str], _Recorder]) -> None:
+    # Two tool spans of one trace hold what each holds alone, the trace counted once. Their steps are given to the
+    # judge without agent or conversation (not read for a report).
+    first = _span(1, 7, 2, 3, {**TOOL, **CONTEXT}, name="execute_tool search")
+    second = _span(1, 8, 4, 5, {**TOOL, "gen_ai.tool.name": "read", "gen_ai.tool.call.result": "a longer text"},
+                   name="execute_tool read")
+    sizes = []
+    for span in (first, second):
+        alone = _collector()
+        alone.add(span, "a")
+        sizes.append(alone.held_bytes)
+    collector = _collector()
+    collector.add(first, "a")
+    collector.add(second, "a")
+    assert collector.held_bytes == sizes[0] + sizes[1] - TRACE_OVERHEAD_BYTES
+    collector.finish()
+    assert [(s.span_id, s.agent, s.conversation) for s in judge_of(_tid(1)).given] == [(7, None, None),
+                                                                                     (8, None, None)]
+
+
+def test_a_tool_span_inside_the_same_call_is_one_step() -> None:
+    # Span 8 (1-9 s) inside span 7 (0-10 s), both of "search": one call (the nesting every path judges with).
+    collector = _collector()
+    collector.add(_span(1, 8, 1, 9, TOOL, name="execute_tool search", parent=7), "a")
+    collector.add(_span(1, 7, 0, 10, TOOL, name="execute_tool search"), "a")
+    assert collector.finish()[0].steps_used == 1
+
+
+def test_unread_tool_content_in_events_and_in_a_user_convention() -> None:
+    # A GenAI tool span without its result attribute, whose result is in an event no convention reads: the note names
+    # it event/key.
+    collector = _collector()
+    no_result = {k: v for k, v in TOOL.items() if k != "gen_ai.tool.call.result"}
+    collector.add(_span(1, 7, 2, 3, no_result, name="execute_tool search",
+                        events=(("acme.done", 3 * S, {"output": "x"}),)), "a")
+    assert [(u["reason"], u["keys"]) for u in collector.finish()[0].unread] == [
+        ("unknown_attributes", ["acme.done/output"])]
+    # A user convention reads its arguments from acme.input: that key is known, so a span of it without its result
+    # has no note; the convention applies to the collector through the engine's configuration.
+    config = LoopGuardConfig(conventions={"acme": {"when": {"acme.kind": "tool"}, "tool_name": "acme.tool",
+                                                   "arguments": "acme.input", "result": "acme.output"}})
+    collector = TraceCollector(LoopEngine(config))
+    collector.add(_span(1, 7, 2, 3, {"acme.kind": "tool", "acme.tool": "t", "acme.input": "{}"}), "a")
+    [report] = collector.finish()
+    assert (report.steps_used, report.unread) == (1, ())
+
+
+def test_add_all_pauses_the_cyclic_collector() -> None:
+    # While the spans are read (here: between the two released traces) the cyclic garbage collector is off; it is on
+    # again after. When it was off before, it stays off.
+    import gc
+
+    collector = _collector(max_buffer_bytes=0)
+    seen = []
+    assert gc.isenabled()
+    for _ in collector.add_all([_model(1, 11, 0, 1), _model(2, 21, 0, 1)], "f"):
+        seen.append(gc.isenabled())
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        list(_collector(max_buffer_bytes=0).add_all([_model(1, 11, 0, 1)], "f"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
