@@ -268,3 +268,45 @@ def test_openllmetry_prompts_only() -> None:
     }
     assert MESSAGE_READERS["openllmetry_flat"](attrs) == Messages(
         (), (("t1", "hi"), ("t0", "files")), (("t0", "ls", "{}"),))
+
+
+def test_read_messages_merges_the_readers() -> None:
+    # Nothing recorded: no call, results None (no input), no history.
+    readers = ["openinference_messages", "genai_messages", "openllmetry_flat"]
+    assert read_messages({"gen_ai.operation.name": "chat"}, readers) == Messages((), None, ())
+    # The first reader finds nothing and is passed over; the calls are the first reader's that has any (GenAI's
+    # here); the results and the history of every reader are kept, in the readers' order.
+    attrs = {
+        **_genai_input(*_asks_genai(("g0", "ls", "{}")),
+                       {"role": "user", "parts": [{"type": "tool_call_response", "id": "g0", "response": "files"}]}),
+        "gen_ai.output.messages": json.dumps(_asks_genai(("g1", "read", "{}"))),
+        "gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.tool_call_id": "t0", "gen_ai.prompt.0.content": "old",
+        "gen_ai.prompt.1.role": "assistant", "gen_ai.prompt.1.tool_calls.0.id": "t0",
+        "gen_ai.prompt.1.tool_calls.0.name": "find",
+        "gen_ai.completion.0.tool_calls.0.id": "t1", "gen_ai.completion.0.tool_calls.0.name": "other",
+    }
+    assert read_messages(attrs, readers) == Messages(
+        (("g1", "read", "{}"),), (("g0", "files"), ("t0", "old")), (("g0", "ls", "{}"), ("t0", "find", None)))
+
+
+def _asks_genai(*calls: tuple[str, str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "parts": [{"type": "tool_call", "id": i, "name": t, "arguments": a}
+                                            for i, t, a in calls]}]
+
+
+def test_usage_steps_in_full() -> None:
+    # A model call's usage step: the turn's ids, times, model, usage, agent and conversation; no call, no origin.
+    from otel_loopguard.core.cost import Usage
+
+    usage = Usage(input_tokens=7, output_tokens=3)
+    turn = Turn(10, 4, 1 * S, 2 * S, None, ("gpt", usage), agent="bot", conversation="conv")
+    assert TurnJudge().add(turn) == [Step(span_id=10, parent_span_id=4, start_ns=1 * S, end_ns=2 * S, model="gpt",
+                                          usage=usage, agent="bot", conversation="conv")]
+    # Counted once per call: a parent counted first, then its child (ADK's call_llm around generate_content);
+    # roots without a response id are all counted.
+    judge = TurnJudge()
+    steps = []
+    for t in (Turn(10, None, 0, S, None, ("m", usage)), Turn(11, 10, 0, S, None, ("m", usage)),
+              Turn(20, None, S, 2 * S, None, ("m", usage))):
+        steps += judge.add(t)
+    assert [s.span_id for s in steps] == [10, 20]
