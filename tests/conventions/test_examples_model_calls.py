@@ -78,6 +78,36 @@ def test_genai_output_skips_what_is_not_a_message() -> None:
     assert read_messages(attrs, ["genai_messages"]) == Messages((("c1", "t", {}),), None, ())
 
 
+def test_genai_what_is_not_a_call_or_a_result() -> None:
+    # Output: a text part that has a name is no call; a tool_call part without a name is none either.
+    attrs = {"gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+        {"type": "text", "name": "n", "content": "hi"}, {"type": "tool_call", "id": "c0"},
+        {"type": "tool_call", "id": "c1", "name": "t", "arguments": {}}]}])}
+    assert read_messages(attrs, ["genai_messages"]).calls == (("c1", "t", {}),)
+    # Input: a stray message and a stray part are skipped (what follows them is read); a text part with an id and a
+    # name is not history; a tool_call part without an id is not history (nothing to match a result by).
+    attrs = _genai_input("junk", {"role": "assistant", "parts": [
+        "junk", {"type": "text", "id": "z", "name": "n"}, {"type": "tool_call", "name": "no_id"},
+        {"type": "tool_call", "id": "c1", "name": "search", "arguments": "{}"},
+        {"type": "tool_call_response", "id": "c1", "response": "r"}]})
+    assert read_messages(attrs, ["genai_messages"]) == Messages((), (("c1", "r"),), (("c1", "search", "{}"),))
+
+
+def test_genai_litellm_tool_messages_and_openai_calls() -> None:
+    # LiteLLM: a tool message with its call id; its result is the joined content of its parts (a part without
+    # content adds nothing, a stray part is skipped). Earlier calls in OpenAI's shape are history when they have an
+    # id and a function name; a stray entry, one without an id and one without a name are not.
+    attrs = _genai_input(
+        {"role": "assistant", "tool_calls": [
+            "junk", {"function": {"name": "no_id"}}, {"id": "c9", "function": {"arguments": "{}"}},
+            {"id": "c1", "function": {"name": "search", "arguments": '{"q": 1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "parts": [
+            {"type": "text", "content": "a"}, "junk", {"type": "text"}, {"type": "text", "content": "b"}]},
+    )
+    assert read_messages(attrs, ["genai_messages"]) == Messages(
+        (), (("c1", "ab"),), (("c1", "search", '{"q": 1}'),))
+
+
 OI_CALL = "llm.output_messages.{}.message.tool_calls.{}.tool_call.{}"
 OI_INPUT = "llm.input_messages.{}.message.{}"
 
@@ -210,3 +240,73 @@ def test_derived_span_ids() -> None:
     judge = TurnJudge()
     judge.add(_turn(wraps, 0, 2, calls=[("c1", "search", "{}")]))
     assert [s.span_id for s in judge.finish()] == [1]
+
+
+def test_openllmetry_completions_only() -> None:
+    # Calls of every completion, in order; no prompt recorded: results None (not empty).
+    attrs = {"gen_ai.completion.0.tool_calls.0.id": "t1", "gen_ai.completion.0.tool_calls.0.name": "a",
+             "gen_ai.completion.0.tool_calls.0.arguments": "{}",
+             "gen_ai.completion.1.tool_calls.0.id": "t2", "gen_ai.completion.1.tool_calls.0.name": "b"}
+    assert MESSAGE_READERS["openllmetry_flat"](attrs) == Messages((("t1", "a", "{}"), ("t2", "b", None)), None, ())
+
+
+def test_openllmetry_prompts_only() -> None:
+    # Prompt 0: a tool message without a call id (skipped). Prompt 1: the assistant's earlier call (history) and, in
+    # its content, tool_result blocks that are not a user's (not results). Prompt 2: a user prompt without content.
+    # Prompt 3: a user's blocks: a tool_result (its text blocks joined), a text block with a tool_use_id and a
+    # tool_use block (neither is a result). Prompt 4: a tool message with its call id.
+    blocks = [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "hi"}]},
+              {"type": "text", "tool_use_id": "t8", "text": "no"}, {"type": "tool_use", "id": "t9"}]
+    attrs = {
+        "gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.content": "orphan",
+        "gen_ai.prompt.1.role": "assistant", "gen_ai.prompt.1.tool_calls.0.id": "t0",
+        "gen_ai.prompt.1.tool_calls.0.name": "ls", "gen_ai.prompt.1.tool_calls.0.arguments": "{}",
+        "gen_ai.prompt.1.content": json.dumps([{"type": "tool_result", "tool_use_id": "t7", "content": "x"}]),
+        "gen_ai.prompt.2.role": "user",
+        "gen_ai.prompt.3.role": "user", "gen_ai.prompt.3.content": json.dumps(blocks),
+        "gen_ai.prompt.4.role": "tool", "gen_ai.prompt.4.tool_call_id": "t0", "gen_ai.prompt.4.content": "files",
+    }
+    assert MESSAGE_READERS["openllmetry_flat"](attrs) == Messages(
+        (), (("t1", "hi"), ("t0", "files")), (("t0", "ls", "{}"),))
+
+
+def test_read_messages_merges_the_readers() -> None:
+    # Nothing recorded: no call, results None (no input), no history.
+    readers = ["openinference_messages", "genai_messages", "openllmetry_flat"]
+    assert read_messages({"gen_ai.operation.name": "chat"}, readers) == Messages((), None, ())
+    # The first reader finds nothing and is passed over; the calls are the first reader's that has any (GenAI's
+    # here); the results and the history of every reader are kept, in the readers' order.
+    attrs = {
+        **_genai_input(*_asks_genai(("g0", "ls", "{}")),
+                       {"role": "user", "parts": [{"type": "tool_call_response", "id": "g0", "response": "files"}]}),
+        "gen_ai.output.messages": json.dumps(_asks_genai(("g1", "read", "{}"))),
+        "gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.tool_call_id": "t0", "gen_ai.prompt.0.content": "old",
+        "gen_ai.prompt.1.role": "assistant", "gen_ai.prompt.1.tool_calls.0.id": "t0",
+        "gen_ai.prompt.1.tool_calls.0.name": "find",
+        "gen_ai.completion.0.tool_calls.0.id": "t1", "gen_ai.completion.0.tool_calls.0.name": "other",
+    }
+    assert read_messages(attrs, readers) == Messages(
+        (("g1", "read", "{}"),), (("g0", "files"), ("t0", "old")), (("g0", "ls", "{}"), ("t0", "find", None)))
+
+
+def _asks_genai(*calls: tuple[str, str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "parts": [{"type": "tool_call", "id": i, "name": t, "arguments": a}
+                                            for i, t, a in calls]}]
+
+
+def test_usage_steps_in_full() -> None:
+    # A model call's usage step: the turn's ids, times, model, usage, agent and conversation; no call, no origin.
+    from otel_loopguard.core.cost import Usage
+
+    usage = Usage(input_tokens=7, output_tokens=3)
+    turn = Turn(10, 4, 1 * S, 2 * S, None, ("gpt", usage), agent="bot", conversation="conv")
+    assert TurnJudge().add(turn) == [Step(span_id=10, parent_span_id=4, start_ns=1 * S, end_ns=2 * S, model="gpt",
+                                          usage=usage, agent="bot", conversation="conv")]
+    # Counted once per call: a parent counted first, then its child (ADK's call_llm around generate_content);
+    # roots without a response id are all counted.
+    judge = TurnJudge()
+    steps = []
+    for t in (Turn(10, None, 0, S, None, ("m", usage)), Turn(11, 10, 0, S, None, ("m", usage)),
+              Turn(20, None, S, 2 * S, None, ("m", usage))):
+        steps += judge.add(t)
+    assert [s.span_id for s in steps] == [10, 20]

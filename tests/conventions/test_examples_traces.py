@@ -50,13 +50,13 @@ def _span(trace: int, span_id: int, start: int, end: int, attrs: dict[str, Any],
 
 
 def _model(trace: int, span_id: int, start: int, end: int, inputs: Any = None, outputs: Any = None,
-           **attrs: Any) -> SpanRecord:
+           parent: int | None = None, **attrs: Any) -> SpanRecord:
     more: dict[str, Any] = dict(attrs)
     if inputs is not None:
         more["gen_ai.input.messages"] = json.dumps(inputs)
     if outputs is not None:
         more["gen_ai.output.messages"] = json.dumps(outputs)
-    return _span(trace, span_id, start, end, {**MODEL, **more}, name="chat m")
+    return _span(trace, span_id, start, end, {**MODEL, **more}, name="chat m", parent=parent)
 
 
 def _asks(*calls: tuple[str, str, Any]) -> list[dict[str, Any]]:
@@ -170,12 +170,25 @@ def test_other_spans_are_no_step() -> None:
         assert StepReader().step(span) is None and StepReader().read(span) is None
 
 
-def test_the_configuration_sets_the_argument_limit() -> None:
-    # max_argument_bytes 4: the 8-byte arguments text is kept as it is (not parsed); the reader's extractor is the
-    # one it reads with.
+# An OpenInference tool span whose result is JSON text holding a string (6 bytes): unwrapped to the string, unless
+# text that long is not parsed.
+OI_TOOL = {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": '{"q": 1}',
+           "output.value": '"hits"'}
+
+
+def test_the_argument_limit() -> None:
+    def result(reader: StepReader) -> Any:
+        return reader.step(_span(1, 7, 2, 3, OI_TOOL)).call.result  # type: ignore[union-attr]
+
+    # By default (65 536 bytes) the text is unwrapped; with a limit of 4 bytes it is kept as recorded.
+    assert result(StepReader()) == "hits"
+    assert result(StepReader(4)) == '"hits"'
+    # A configuration's limit wins over the argument.
+    assert result(StepReader(65_536, config=LoopGuardConfig(max_argument_bytes=4))) == '"hits"'
+    assert result(StepReader(4, config=LoopGuardConfig())) == "hits"
+    # The extractor it reads with is the configuration's.
     reader = StepReader(config=LoopGuardConfig(max_argument_bytes=4))
-    assert reader.extractor is reader.extractor
-    assert StepReader(4).step(_span(1, 7, 2, 3, TOOL)).call.arguments == '{"q": 1}'  # type: ignore[union-attr]
+    assert reader.extractor.tool_call(OI_TOOL, "search", 1, 2).result == '"hits"'
 
 
 # -- TraceCollector: what is held, and released early ------------------------------------------------------------------
@@ -270,15 +283,18 @@ def test_a_tool_span_drops_the_message_content_held(judge_of: Callable[[str], _R
 
 
 def test_a_tool_span_drops_held_results_and_history() -> None:
-    # A turn whose input holds a result ("abc": 64 + 3 held apart) and repeats the earlier call (history: 64 +
-    # len("search") + 256), no output: 256 + 326 + 67 held for it. After the tool span only 256 stays.
-    inputs = [*_asks(("c1", "search", {"q": 1})), *_answers(("c1", "abc"))]
+    # A turn whose input holds two results ("abc": 64 + 3, an object: 64 + 256, held apart) and repeats the earlier
+    # call (history: 64 + len("search") + 256), no output: 256 + 326 + 67 + 320 held for it. After the tool span
+    # only 256 stays.
+    inputs = [*_asks(("c1", "search", {"q": 1})), *_answers(("c1", "abc"), ("c2", {"n": 1}))]
     tool = _span(1, 7, 2, 3, TOOL, name="execute_tool search")
     alone = _collector()
     alone.add(tool, "a")
-    collector = _collector(max_buffer_bytes=alone.held_bytes + TURN_OVERHEAD_BYTES)
+    # Room for the trace before and after the tool span, not for one more trace.
+    collector = _collector(max_buffer_bytes=max(alone.held_bytes + TURN_OVERHEAD_BYTES,
+                                                TRACE_OVERHEAD_BYTES + 256 + 326 + 67 + 320))
     collector.add(_model(1, 11, 0, 1, inputs=inputs), "a")
-    assert collector.held_bytes == TRACE_OVERHEAD_BYTES + 256 + 326 + 67
+    assert collector.held_bytes == TRACE_OVERHEAD_BYTES + 256 + 326 + 67 + 320
     assert collector.add(tool, "a") == []
     assert collector.held_bytes == alone.held_bytes + TURN_OVERHEAD_BYTES
     # A second trace of one turn goes beyond the budget: the first is released, giving back all it held.
@@ -297,33 +313,37 @@ def test_turn_bytes() -> None:
 
 
 def test_calls_derived_from_turns_in_any_order(judge_of: Callable[[str], _Recorder]) -> None:
-    # Turn 11 (0-2 s) asks for c1; turn 12 (3-4 s) holds c1's result "hits" and asks for c2; turn 13 (5-6 s) holds
-    # c1's result again (recorded differently, "hits again") and c2's, "doc". Read last turn first: each result is
-    # kept from the earliest input holding it (c1 from turn 12, c2 from turn 13), and the turns are judged in end
-    # order. Derived calls run from the end of the asking turn to the start of the answering one; their span ids are
-    # 11 * 1 000 003 + 1 and 12 * 1 000 003 + 1.
-    t11 = _model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1})))
-    t12 = _model(1, 12, 3, 4, inputs=_answers(("c1", "hits")), outputs=_asks(("c2", "read", {"d": 1})))
-    t13 = _model(1, 13, 5, 6, inputs=_answers(("c1", "hits again"), ("c2", "doc")))
+    # Model spans under span 99 (their span ids run against time, so only their times order them): turn 31 (0-2 s)
+    # asks for c1; turn 22 (3-4 s) holds c1's result "hits" and asks for c2; turn 13 (5-6 s) holds c1's result again
+    # (recorded differently, "hits again") and c2's, "doc"; turn 4 (7-8 s) holds both again ("x", "y"). Read in
+    # another order: each result is kept from the earliest input holding it (c1 from turn 22, c2 from turn 13), and
+    # the turns are judged in end order. Derived calls run from the end of the asking turn to the start of the
+    # answering one, under the asking turn's parent; their span ids are 31 * 1 000 003 + 1 and 22 * 1 000 003 + 1.
+    # No agent or conversation is read for a report (turn 31 names both).
+    t31 = _model(1, 31, 0, 2, outputs=_asks(("c1", "search", {"q": 1})), parent=99, **CONTEXT)
+    t22 = _model(1, 22, 3, 4, inputs=_answers(("c1", "hits")), outputs=_asks(("c2", "read", {"d": 1})), parent=99)
+    t13 = _model(1, 13, 5, 6, inputs=_answers(("c1", "hits again"), ("c2", "doc")), parent=99)
+    t4 = _model(1, 4, 7, 8, inputs=_answers(("c1", "x"), ("c2", "y")), parent=99)
     collector = _collector()
-    for span in (t13, t11, t12):
+    for span in (t13, t4, t31, t22):
         assert collector.add(span, "a") == []
     [report] = collector.finish()
 
     def usage(span_id: int, start: int, end: int) -> Step:
-        return Step(span_id=span_id, start_ns=start * S, end_ns=end * S, model="m", usage=USAGE)
+        return Step(span_id=span_id, parent_span_id=99, start_ns=start * S, end_ns=end * S, model="m", usage=USAGE)
 
     assert judge_of(_tid(1)).given == [
-        usage(11, 0, 2),
-        Step(span_id=11_000_034, start_ns=2 * S, end_ns=3 * S, origin=ORIGIN_DERIVED,
+        usage(31, 0, 2),
+        Step(span_id=31_000_094, parent_span_id=99, start_ns=2 * S, end_ns=3 * S, origin=ORIGIN_DERIVED,
              call=ToolCall("search", {"q": 1}, True, "hits", True, start=2.0, end=3.0)),
-        usage(12, 3, 4),
-        Step(span_id=12_000_037, start_ns=4 * S, end_ns=5 * S, origin=ORIGIN_DERIVED,
+        usage(22, 3, 4),
+        Step(span_id=22_000_067, parent_span_id=99, start_ns=4 * S, end_ns=5 * S, origin=ORIGIN_DERIVED,
              call=ToolCall("read", {"d": 1}, True, "doc", True, start=4.0, end=5.0)),
         usage(13, 5, 6),
+        usage(4, 7, 8),
     ]
-    # Judged at the last span's end (6 s); two tool calls; nothing unread (the calls were derived).
-    assert judge_of(_tid(1)).observed_at == 6.0
+    # Judged at the last span's end (8 s); two tool calls; nothing unread (the calls were derived).
+    assert judge_of(_tid(1)).observed_at == 8.0
     assert (report.steps_used, report.unread, report.partial) == (2, (), False)
 
 
@@ -405,21 +425,21 @@ def test_sources_on_a_report() -> None:
 
 def test_grouping_attributes() -> None:
     # The earliest span (by start, end, then span id) that has an attribute gives its value, from the span's
-    # attributes first, else its resource; an attribute no span has is left out.
+    # attributes first, else its resource; an attribute no span has is left out. The spans come in no time order.
     collector = _collector(group_by=["team", "env", "missing"])
     spans = [
+        _span(1, 8, 2, 4, {"team": "b"}, resource={"env": "dev"}),
+        _span(1, 6, 2, 3, {"team": "a"}, resource={"team": "r", "env": "test"}),
         _span(1, 9, 5, 6, {"team": "late"}, resource={"env": "prod"}),
-        _span(1, 8, 2, 4, {"team": "b"}, resource={"env": "dev", "team": "resource"}),
-        _span(1, 7, 2, 4, {"team": "a"}),
-        _span(1, 6, 2, 3, {}, resource={"team": "r"}),
+        _span(1, 7, 2, 3, {}, resource={"team": "r7"}),
         _span(1, 5, 1, 2, {"other": 1}),
     ]
     for span in spans:
         collector.add(span, "a")
     [report] = collector.finish()
-    # team: span 6 (2-3 s) is earliest of those with one (span 5 has none), its value from the resource; env: span 8
-    # (2-4 s) is earlier than span 9 (5-6 s).
-    assert report.attributes == {"team": "r", "env": "dev"}
+    # team: span 6 (2-3 s, before span 7 of the same times by its id) is the earliest with one (span 5 has none),
+    # its attribute before its resource; env: span 6 too, from its resource.
+    assert report.attributes == {"team": "a", "env": "test"}
     # Without grouping attributes, none.
     collector = _collector()
     collector.add(spans[0], "a")
@@ -459,3 +479,136 @@ def test_add_all_yields_the_traces_released_early() -> None:
     released = list(collector.add_all([_model(1, 11, 0, 1), _model(2, 21, 0, 1)], "f"))
     assert [(r.trace_id, r.source, r.partial) for r in released] == [(_tid(1), "f", True)]
     assert [r.trace_id for r in collector.finish()] == [_tid(2)]
+
+
+def test_a_turn_without_its_input_does_not_answer(judge_of: Callable[[str], _Recorder]) -> None:
+    # Turn 12 records no input (metadata only): it neither answers c1 nor makes it be judged without a result; turn
+    # 13's input does answer it.
+    collector = _collector()
+    for span in (_model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1}))), _model(1, 12, 3, 4),
+                 _model(1, 13, 5, 6, inputs=_answers(("c1", "hits")))):
+        collector.add(span, "a")
+    collector.finish()
+    assert [(s.call.result, s.end_ns) for s in judge_of(_tid(1)).given if s.call] == [("hits", 5 * S)]
+
+
+def test_reports_come_in_order_of_first_appearance() -> None:
+    # Trace 2 was active last (its second span), yet its report comes first: it appeared first (before trace 1).
+    collector = _collector()
+    for span in (_model(2, 21, 0, 1), _model(1, 11, 0, 1), _model(2, 22, 1, 2)):
+        collector.add(span, "a")
+    assert [r.trace_id for r in collector.finish()] == [_tid(2), _tid(1)]
+
+
+def test_the_judge_bytes_of_every_tool_step_are_held(judge_of: Callable[[str], _Recorder]) -> None:
+    # Two tool spans of one trace hold what each holds alone, the trace counted once. Their steps are given to the
+    # judge without agent or conversation (not read for a report).
+    first = _span(1, 7, 2, 3, {**TOOL, **CONTEXT}, name="execute_tool search")
+    second = _span(1, 8, 4, 5, {**TOOL, "gen_ai.tool.name": "read", "gen_ai.tool.call.result": "a longer text"},
+                   name="execute_tool read")
+    sizes = []
+    for span in (first, second):
+        alone = _collector()
+        alone.add(span, "a")
+        sizes.append(alone.held_bytes)
+    collector = _collector()
+    collector.add(first, "a")
+    collector.add(second, "a")
+    assert collector.held_bytes == sizes[0] + sizes[1] - TRACE_OVERHEAD_BYTES
+    collector.finish()
+    assert [(s.span_id, s.agent, s.conversation) for s in judge_of(_tid(1)).given] == [(7, None, None),
+                                                                                     (8, None, None)]
+
+
+def test_a_tool_span_inside_the_same_call_is_one_step() -> None:
+    # Span 8 (1-9 s) inside span 7 (0-10 s), both of "search": one call (the nesting every path judges with).
+    collector = _collector()
+    collector.add(_span(1, 8, 1, 9, TOOL, name="execute_tool search", parent=7), "a")
+    collector.add(_span(1, 7, 0, 10, TOOL, name="execute_tool search"), "a")
+    assert collector.finish()[0].steps_used == 1
+
+
+def test_unread_tool_content_in_events_and_in_a_user_convention() -> None:
+    # A GenAI tool span without its result attribute, whose result is in an event no convention reads: the note names
+    # it event/key.
+    collector = _collector()
+    no_result = {k: v for k, v in TOOL.items() if k != "gen_ai.tool.call.result"}
+    collector.add(_span(1, 7, 2, 3, no_result, name="execute_tool search",
+                        events=(("acme.done", 3 * S, {"output": "x"}),)), "a")
+    assert [(u["reason"], u["keys"]) for u in collector.finish()[0].unread] == [
+        ("unknown_attributes", ["acme.done/output"])]
+    # A user convention reads its arguments from acme.input: that key is known, so a span of it without its result
+    # has no note; the convention applies to the collector through the engine's configuration.
+    config = LoopGuardConfig(conventions={"acme": {"when": {"acme.kind": "tool"}, "tool_name": "acme.tool",
+                                                   "arguments": "acme.input", "result": "acme.output"}})
+    collector = TraceCollector(LoopEngine(config))
+    collector.add(_span(1, 7, 2, 3, {"acme.kind": "tool", "acme.tool": "t", "acme.input": "{}"}), "a")
+    [report] = collector.finish()
+    assert (report.steps_used, report.unread) == (1, ())
+
+
+def test_add_all_pauses_the_cyclic_collector() -> None:
+    # While the spans are read (here: between the two released traces) the cyclic garbage collector is off; it is on
+    # again after. When it was off before, it stays off.
+    import gc
+
+    collector = _collector(max_buffer_bytes=0)
+    seen = []
+    assert gc.isenabled()
+    for _ in collector.add_all([_model(1, 11, 0, 1), _model(2, 21, 0, 1)], "f"):
+        seen.append(gc.isenabled())
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        list(_collector(max_buffer_bytes=0).add_all([_model(1, 11, 0, 1)], "f"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_after_a_tool_span_turns_keep_their_usage_only(judge_of: Callable[[str], _Recorder]) -> None:
+    # Once the trace has a tool span, a later model span is read without its messages: it holds one bare turn
+    # (256 bytes) and no call is derived from it, though it asks for one.
+    tool = _span(1, 7, 2, 3, TOOL, name="execute_tool search")
+    alone = _collector()
+    alone.add(tool, "a")
+    collector = _collector()
+    collector.add(tool, "a")
+    collector.add(_model(1, 11, 4, 5, outputs=_asks(("c1", "read", {"d": 1}))), "a")
+    assert collector.held_bytes == alone.held_bytes + TURN_OVERHEAD_BYTES
+    [report] = collector.finish()
+    assert report.steps_used == 1
+    assert [s.span_id for s in judge_of(_tid(1)).given] == [7, 11]
+
+
+def test_duplicates_are_counted_each_time() -> None:
+    # A tool span and a model span each delivered three times: two duplicates each.
+    collector = _collector()
+    for span in [_span(1, 7, 2, 3, TOOL, name="execute_tool search"), _model(1, 11, 0, 1)] * 3:
+        collector.add(span, "a")
+    assert collector.duplicates == 4
+
+
+def test_a_result_text_at_the_limit() -> None:
+    # The default limit is 65 536 bytes: a JSON string of 65 537 bytes is not unwrapped, one of 65 536 is.
+    def result(size: int) -> Any:
+        text = '"' + "a" * (size - 2) + '"'
+        return StepReader().step(_span(1, 7, 2, 3, {**OI_TOOL, "output.value": text})).call.result  # type: ignore
+    assert result(65_537) == '"' + "a" * 65_535 + '"'
+    assert result(65_536) == "a" * 65_534
+
+
+# A user convention known by its span name only, whose agent is the span name after the prefix.
+BY_NAME = {"acme": {"span_name_prefix": "acme ", "arguments": "acme.input", "result": "acme.output",
+                    "agent_name": {"span_name": True, "strip_prefix": "acme "}}}
+
+
+def test_a_convention_known_by_span_name() -> None:
+    # The agent of a step is read with the span's name: "acme bot" is agent "bot".
+    reader = StepReader(config=LoopGuardConfig(conventions=BY_NAME))
+    assert reader.step(_span(1, 7, 2, 3, {"acme.input": "{}"}, name="acme bot")).agent == "bot"  # type: ignore
+    # Its arguments attribute is known by the span's name too: a span without its result has no unread note.
+    collector = TraceCollector(LoopEngine(LoopGuardConfig(conventions=BY_NAME)))
+    collector.add(_span(1, 7, 2, 3, {"acme.input": "{}"}, name="acme bot"), "a")
+    [report] = collector.finish()
+    assert (report.steps_used, report.unread) == (1, ())

@@ -140,9 +140,11 @@ def test_a_user_convention_comes_before_the_built_in_ones() -> None:
     ({"span_name_prefix": ""}, "[conventions.bad] span_name_prefix: expected a non-empty string"),
     # The reader never looks into events or JSON text for an agent name: such a source would be ignored silently.
     ({"when": {"k": "v"}, "agent_name": {"event": "e", "attribute": "a"}},
-     "[conventions.bad] agent_name: an attribute name or {span_name = true} only"),
+     "[conventions.bad] agent_name: an attribute name or {span_name = true} only "
+     "(an event or a path is not read for agent names)"),
     ({"when": {"k": "v"}, "agent_name": ["a", {"attribute": "a", "path": ["x"]}]},
-     "[conventions.bad] agent_name: an attribute name or {span_name = true} only"),
+     "[conventions.bad] agent_name: an attribute name or {span_name = true} only "
+     "(an event or a path is not read for agent names)"),
 ])
 def test_invalid_tables_name_the_table_and_the_key(table: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
