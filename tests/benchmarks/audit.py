@@ -31,6 +31,7 @@ and prints its ratio and the per-round ratio of the two audits' times (this chec
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import cProfile
 import io
@@ -255,6 +256,11 @@ def main_bench(argv: list[str]) -> int:
         where = _imported_from(against)
         assert where.startswith(against + os.sep), (against, where)
         print(f"against: the package from {os.path.dirname(where)}")
+        # Both packages compiled to bytecode first: with PYTHONDONTWRITEBYTECODE set (or stale files), a checkout
+        # without current bytecode would compile its modules in every run, and that would be timed.
+        ours = os.path.dirname(os.path.dirname(os.path.abspath(main.__globals__["__file__"])))  # otel_loopguard/cli
+        for package in (ours, os.path.dirname(where)):
+            compileall.compile_dir(package, quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for name, one_tool in (("mixed tools", False), ("one tool, many arguments", True)):
