@@ -471,7 +471,7 @@ def _failed_class(status_message: str | None, events: Iterable[tuple[str, Mappin
 class _Placeholders:
     """The configured ``redacted_values``, ready for lookups."""
 
-    __slots__ = ("anywhere", "by_key", "texts")
+    __slots__ = ("anywhere", "by_key", "longest", "texts")
 
     def __init__(self, values: Iterable[RedactedValue]) -> None:
         anywhere: set[str] = set()
@@ -484,6 +484,8 @@ class _Placeholders:
                 anywhere.add(v.value)
         self.anywhere = frozenset(anywhere)
         self.by_key = {k: frozenset(vs | anywhere) for k, vs in by_key.items()}
+        # No longer text is a placeholder: such text is not looked up (hashing a long argument text costs).
+        self.longest = max(map(len, anywhere.union(*by_key.values())), default=-1)
         # Placeholders looked for inside an argument object ({"query": "[REDACTED]"}), also as an encoder with ASCII
         # output writes them there (Python's json.dumps: "«hidden»" becomes "\u00abhidden\u00bb"), so that an
         # object of such placeholders still reaches the parse that decides.
@@ -619,18 +621,10 @@ class Extractor:
             except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
                 lease = None
         progress = get(n.LOOPGUARD_PROGRESS)
-        return ToolCall(
-            tool=tool if tool.__class__ is str else str(tool),
-            arguments=args,
-            arguments_captured=args_captured,
-            result=result,
-            result_captured=result_captured,
-            error=error,
-            progress=str(progress) if progress is not None else None,
-            start=start_ns * _NS if start_ns else None,
-            end=end_ns * _NS if end_ns else None,
-            lease=lease,
-        )
+        # Positional (cheaper): tool, arguments and captured, result and captured, error, progress, start, end, lease.
+        return ToolCall(tool if tool.__class__ is str else str(tool), args, args_captured, result, result_captured,
+                        error, str(progress) if progress is not None else None, start_ns * _NS if start_ns else None,
+                        end_ns * _NS if end_ns else None, lease)
 
     def _content(self, part: _Part, attrs: Mapping[str, Any], span_name: str,
                  ev: list[tuple[str, Mapping[str, Any]]] | None) -> tuple[Any, bool]:
@@ -652,7 +646,7 @@ class Extractor:
         ph = self._placeholders
         if value.__class__ is str:
             # Inline: the common case is text that is no placeholder and holds none.
-            if value in ph.by_key.get(key, ph.anywhere) or (
+            if (len(value) <= ph.longest and value in ph.by_key.get(key, ph.anywhere)) or (
                     part.objects and value.startswith("{") and ph.within(value) and self._object_redacted(value)):
                 return None, False
         elif self._redacted(value, key):

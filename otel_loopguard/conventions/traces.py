@@ -116,11 +116,17 @@ class StepReader:
     def tool_step(self, span: SpanRecord, row: Any) -> Step:
         """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
         events = span.events
+        attrs = span.attributes
+        name = span.name
         call = self._call_of(
-            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
-        return self._step(span, call=call, origin=tool_origin(span.attributes))
+        context = self._context
+        # _step's, positional (cheaper): ids, times, call, no model or usage, agent, conversation, origin.
+        return Step(span.span_id, span.parent_span_id, span.start_ns, span.end_ns, call, None, None,
+                    self._extractor.agent_name(attrs, name=name) if context else None,
+                    conversation_id(attrs) if context else None, tool_origin(attrs))
 
     def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
               usage: Usage | None = None, origin: str = "") -> Step:

@@ -151,7 +151,7 @@ class LoopEngine:
         self._period_update = self._period.update
         self._new_call = signatures.call
         self._frequency = FrequencyDetector(signatures)
-        self._frequency_update = self._frequency.update
+        self._frequency_add = self._frequency.add
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
         self._lease = LeaseDetector(cfg.lease.max_renewals)
@@ -159,6 +159,7 @@ class LoopEngine:
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
         self._max_steps = cfg.max_steps
+        self._window_size = cfg.window
 
     # -- public API --------------------------------------------------------
 
@@ -217,30 +218,22 @@ class LoopEngine:
                          and self._signatures.same_signature(waited, entry))
             self._lease.update(lease, call.lease, continues=continues, call=entry)
         # The window: the oldest call leaves a full one.
-        evicted = calls[0] if len(calls) == calls.maxlen else None
+        evicted = calls[0] if len(calls) == self._window_size else None
         calls.append(entry)
         if entry.incomplete:
             window.last_incomplete = index
         if not entry.permanent:
             window.last_not_permanent = index
-        self._frequency_update(state._frequency, entry, evicted)
-
-        found: Repetition | bool | None = False  # False: not looked for yet
-        if not repeats and lease.lease is None:
-            # No lease and no period: the decision order asks the frequency rule.
-            found = self._frequency_find(state._frequency, entry)
+        # No lease and no period: the decision order asks the frequency rule (False: not looked for).
+        found = self._frequency_add(state._frequency, entry, evicted, not repeats and lease.lease is None)
+        if found is None:
             ladder = state._ladder
-            shown = ladder.verdict
-            if (found is None and self.fast and shown.rule is RULE_NONE and shown.kind is WORKING
-                    and shown.step >= 0 and ladder.stop is None and not ladder.episode_nudged
-                    and index < self._max_steps and ladder.stuck_cycle is None and not ladder.stuck_streak):
-                # The common case: nothing repeats while the trace is working with nothing pending on the ladder.
-                # The decision order keeps the working verdict, and the ladder (:meth:`Ladder.conclude` of that
-                # same verdict) only clears the latest transition and intervention: done here, building nothing.
+            if ladder.quiet and index < self._max_steps and self.fast:
+                # The common case: nothing repeats while the trace is working with nothing pending on the ladder
+                # (:attr:`LadderState.quiet`). The decision order keeps the working verdict, and the ladder
+                # (:meth:`Ladder.conclude` of that same verdict) changes nothing: done here, building nothing.
                 # ``fast = False`` takes the general path (tests check that both give the same observations).
-                ladder.transition = ladder.last = None
-                ladder.after_nudge = 0
-                return Observation(index, shown)
+                return Observation(index, ladder.verdict)
         if now is None:
             now = call.end if call.end is not None else call.start
         return self._judge(state, now, repeats, entry, found)  # type: ignore[return-value]  # never None with a call
@@ -311,7 +304,8 @@ class LoopEngine:
                 # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
                 if repetition.incomplete:
                     kind, rule = UNCERTAIN, RULE_EVIDENCE
-                elif repetition.retry_applies and self._retry.explains(state._retry):
+                elif repetition.retry_applies and state._retry.on and self._retry.explains(state._retry):
+                    # (a retry is explained only while a run of retryable failures is on: most loops never call it)
                     kind, rule = RETRYING, RULE_RETRY
                 elif repetition.evidence_unchanged():
                     kind, rule = STUCK, repetition.rule

@@ -83,9 +83,9 @@ class FrequencyDetector:
         """Counts of a new trace."""
         return FrequencyState()
 
-    @staticmethod
-    def update(state: FrequencyState, call: Call, evicted: Call | None) -> None:
-        """Count a call that entered the window, and uncount the one that left it (always the oldest), if any."""
+    def add(self, state: FrequencyState, call: Call, evicted: Call | None, ask: bool) -> Repetition | bool | None:
+        """Count a call that entered the window, and uncount the one that left it (always the oldest), if any; then,
+        when ``ask``, the repetition of ``call`` (:meth:`find`), else False (not looked for)."""
         tools = state.tools
         if evicted is not None and not evicted.rules.exempt:
             # The oldest call of the window is the oldest of its tool, of its fingerprint and of its signature, so
@@ -102,14 +102,20 @@ class FrequencyDetector:
                 _forget(state, evicted, key)
             if not counted.count:
                 del tools[tool]
-        if call.rules.exempt:  # never judged by frequency, so never counted
-            return
+        rules = call.rules
+        if rules.exempt:  # never judged by frequency, so never counted
+            return None if ask else False
         tool = call.tool
         entry = tools.get(tool)
         if entry is None:
             entry = tools[tool] = _Count()
         entry.count += 1
         entry.waiting.append(call)
+        if not ask:
+            return False
+        if entry.count < rules.limit:
+            return None  # its signature cannot be more frequent than its tool
+        return self.find(state, call)
 
     def find(self, state: FrequencyState, current: Call) -> Repetition | None:
         """The repetition of ``current`` (the newest call) in the window, or None."""
@@ -169,13 +175,9 @@ class FrequencyDetector:
         if len(same) < limit:
             return None
         one_evidence = self._signatures.one_evidence
-        return Repetition(
-            RULE_FREQUENCY, None, len(same), same[0].index, current,
-            incomplete=group.incomplete > 0,
-            retry_applies=True,
-            permanent=group.not_permanent == 0,
-            unchanged=lambda: one_evidence(same),
-        )
+        # incomplete, retry applies, permanent, evidence unchanged (compared when asked):
+        return Repetition(RULE_FREQUENCY, None, len(same), same[0].index, current, group.incomplete > 0, True,
+                          group.not_permanent == 0, lambda: one_evidence(same))
 
 
 def _forget(state: FrequencyState, call: Call, key: Any) -> None:

@@ -649,10 +649,36 @@ class TraceJudge:
                 if not ((args is None or (args.__class__ is str and len(args) <= limit))
                         and (result is None or (result.__class__ is str and len(result) <= limit))):
                     step = _compact(step, limit)[0]
+                    call = step.call
             if judged is not None:
                 judged.append(step)
             out: list[Judged] = []
-            self._feed_all([step], untimed_at, out, ordered=True)
+            # What _feed_all does with this one step (ordered), inline.
+            key = (step.start_ns, step.end_ns, step.span_id)
+            last = self._last
+            if last is not None and key < last:
+                self._reorder()
+            else:
+                self._last = key
+            state = self._state
+            if state is None:
+                state = self.state
+            observation: Observation | None
+            if call is not None:
+                observation = self._engine.observe(
+                    state, call, untimed_at if call.end is None and call.start is None else None)
+                audit = self._audit
+                if audit is not None:
+                    audit.add(call)
+                if call.error is not None:
+                    self.failed_calls += 1
+            else:
+                self.seen_usage = True
+                usage = step.usage
+                observation = self._engine.add_usage(state, step.model, usage if usage is not None else Usage())
+            if observation is not None and (observation.transition is not None
+                                            or observation.intervention is not None):
+                self._record(observation, step, out)
             return out
         if not self.add(step, parent_open=parent_open):
             return []

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from .model import RULE_COST_LIMIT, RULE_STEP_LIMIT, STUCK, Intervention, Transition, Verdict
+from .model import RULE_COST_LIMIT, RULE_NONE, RULE_STEP_LIMIT, STUCK, WORKING, Intervention, Transition, Verdict
 
 __all__ = ["MAX_TRANSITIONS", "Ladder", "LadderState"]
 
@@ -38,8 +38,8 @@ MAX_TRANSITIONS = 1000
 class LadderState:
     """One trace's place on the ladder: its verdict, transitions, hysteresis streak, nudges and stop."""
 
-    __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "nudges", "step_limit_hit", "stop",
-                 "stuck_cycle", "stuck_streak", "transition", "transition_count", "transitions", "verdict")
+    __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "nudges", "quiet", "step_limit_hit",
+                 "stop", "stuck_cycle", "stuck_streak", "transition", "transition_count", "transitions", "verdict")
 
     def __init__(self, verdict: Verdict) -> None:
         self.verdict = verdict
@@ -58,6 +58,10 @@ class LadderState:
         self.last: Intervention | None = None
         self.step_limit_hit = False
         self.cost_limit_hit = False
+        # Working with nothing pending: a ``working`` verdict of rule ``none`` reached at a call, no stop, no nudged
+        # episode, no hysteresis streak, and no transition or intervention from the latest verdict. Concluding that
+        # same verdict again then changes nothing, so the engine may skip it (False is always safe).
+        self.quiet = False
 
 
 class Ladder:
@@ -123,6 +127,10 @@ class Ladder:
             state.last = None
             if state.stop is None:
                 state.after_nudge = 0
+                state.quiet = (state.transition is None and verdict.rule is RULE_NONE and kind is WORKING
+                               and verdict.step >= 0 and state.stuck_cycle is None and not state.stuck_streak)
+            return verdict
+        state.quiet = False
         return verdict
 
     def _intervene(self, state: LadderState, verdict: Verdict, index: int, new_call: bool) -> Intervention | None:
@@ -170,6 +178,7 @@ class Ladder:
 
     @staticmethod
     def _stop(state: LadderState, stop: Intervention) -> Intervention:
+        state.quiet = False
         state.stop = stop
         state.last = stop
         return stop

@@ -62,11 +62,12 @@ class PeriodDetector:
 
     def update(self, state: PeriodState, calls: deque[Call], call: Call) -> bool:
         """Count ``call`` against the calls before it (not yet in ``calls``); returns whether any period matched."""
-        match, ev_match = state.match, state.ev_match
-        signatures = self._signatures
-        tool, raw, evidence, res = call.tool, call.raw, call.evidence, call.res
+        match = state.match
+        tool = call.tool
+        raw = call.raw
         shape: int | bool | None = None  # the call's fingerprint, once taken
         matched = False
+        # (What only a call of the same tool needs is read there: most calls of a trace are of other tools.)
         # The p-th latest call for each period p (fewer while the trace is short; a period longer than the trace
         # has never matched, so its counters are zero).
         for p, prev in zip(self._periods, reversed(calls)):
@@ -77,6 +78,7 @@ class PeriodDetector:
                 elif prev.canon is None and call.canon is None:
                     # Both raw: fingerprints (taken once per call) tell most calls of one tool apart without
                     # canonical texts; compared inline, since they decide most calls of a tool used with new arguments.
+                    signatures = self._signatures
                     if shape is None:
                         shape = signatures.shape_of(call)
                     other = prev.shape
@@ -85,23 +87,25 @@ class PeriodDetector:
                     same = (shape is False or other is False or other == shape) and signatures.same_signature(
                         prev, call)
                 else:
-                    same = signatures.same_signature(prev, call)
+                    same = self._signatures.same_signature(prev, call)
                 if same:
                     matched = True
                     match[p] += 1
+                    ev_match = state.ev_match
+                    evidence = call.evidence
                     # A failure is never progress, so it continues an unchanged-evidence run.
                     if evidence is None:
                         ev_match[p] = 0
                     elif evidence == FAILED or (
-                        (evidence is PENDING and prev.evidence is PENDING and prev.res == res)
-                        or signatures.same_evidence(prev, call)
+                        (evidence is PENDING and prev.evidence is PENDING and prev.res == call.res)
+                        or self._signatures.same_evidence(prev, call)
                     ):
                         ev_match[p] += 1
                     else:
                         ev_match[p] = 0
                     continue
             if match[p]:
-                match[p] = ev_match[p] = 0
+                match[p] = state.ev_match[p] = 0
         return matched
 
     def find(self, state: PeriodState, calls: deque[Call], last_incomplete: int,
@@ -133,11 +137,7 @@ class PeriodDetector:
             run = m + p
             # The cycles the verdict rests on: the last min_reps of them.
             since = index - min_reps * p
-            return Repetition(
-                RULE_PERIOD, p, run // p, index - run + 1, calls[-p],
-                incomplete=last_incomplete > since,
-                retry_applies=p == 1,
-                permanent=last_not_permanent <= since,
-                unchanged=state.ev_match[p] >= (min_reps - 1) * p,
-            )
+            # incomplete, retry applies, permanent, evidence unchanged:
+            return Repetition(RULE_PERIOD, p, run // p, index - run + 1, calls[-p], last_incomplete > since, p == 1,
+                              last_not_permanent <= since, state.ev_match[p] >= (min_reps - 1) * p)
         return None

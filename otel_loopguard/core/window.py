@@ -112,8 +112,12 @@ class Window:
         self.last_not_permanent = -(10**9)
 
 
-class Repetition:
+class Repetition(Struct, gc=False):
     """What a repetition detector found: the repeated calls and what the decision order needs to know of them.
+
+    A struct built in C (one per judged repetition, on every call of a loop). Not tracked by the garbage collector:
+    its fields are calls (not tracked either), plain values, or a function that compares the repeated calls' evidence,
+    none of which refers back to it.
 
     Attributes:
         rule: ``period`` or ``frequency``.
@@ -124,32 +128,18 @@ class Repetition:
         incomplete: some repeated call lacks complete evidence.
         retry_applies: the retry policy may explain it (one call repeated).
         permanent: every repeated call failed with an error class that retrying cannot fix.
-        unchanged: the evidence repeated too (None until asked of :meth:`evidence_unchanged`).
+        _unchanged: the evidence repeated too, or the function that tells it (read :meth:`evidence_unchanged`).
     """
 
-    __slots__ = (
-        "_unchanged",
-        "cycle_start",
-        "incomplete",
-        "period",
-        "permanent",
-        "repetitions",
-        "retry_applies",
-        "rule",
-        "subject",
-    )
-
-    def __init__(self, rule: str, period: int | None, repetitions: int, cycle_start: int, subject: Call,
-                 incomplete: bool, retry_applies: bool, permanent: bool, unchanged: bool | Callable[[], bool]) -> None:
-        self.rule = rule
-        self.period = period
-        self.repetitions = repetitions
-        self.cycle_start = cycle_start
-        self.subject = subject
-        self.incomplete = incomplete
-        self.retry_applies = retry_applies
-        self.permanent = permanent
-        self._unchanged = unchanged
+    rule: str
+    period: int | None
+    repetitions: int
+    cycle_start: int
+    subject: Call
+    incomplete: bool
+    retry_applies: bool
+    permanent: bool
+    _unchanged: bool | Callable[[], bool]
 
     def evidence_unchanged(self) -> bool:
         """Whether the repeated calls' evidence repeated too (computed on first ask when it costs digests)."""

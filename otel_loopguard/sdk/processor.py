@@ -434,9 +434,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # it, else a copy of the public mapping (whose misses raise and catch KeyError in Mapping.get).
                 attrs = b if b.__class__ is dict else _plain(b if b is not None else span.attributes)
                 name = span.name
-                role = self._extractor.span_role(attrs, name)
+                # The role and the row that reads the span, in one classification (the span passed on_end's
+                # markers test, which is the table's own: read_role's condition).
+                role, row = self._extractor.read_role(attrs, name)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs, name)
+                    self._tool_ended(span, attrs, name, row)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -659,7 +661,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._emitter.count_tool_calls(counts)
         self._emitter.release(self._emit_failed)
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any) -> None:
         # Every span property is read once (each is a Python call); the call is read before the trace's lock is
         # taken, and the trace's bookkeeping and its judging share one hold of that lock.
         ctx = span.context
@@ -674,12 +676,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         extractor = self._extractor
         # Positional: attrs, span name, start, end, status error and message, and the span's events, read only when
         # the convention keeps content in events or the call failed (``span.events`` copies).
-        call = extractor.tool_call(attrs, name, start, end, error, status.description if error else None,
-                                   _events(span))
+        call = extractor.call_of(row, attrs, name, start, end, error, status.description if error else None,
+                                 _events(span))
         arguments_captured = call.arguments_captured
         result_captured = call.result_captured
         captured = arguments_captured and result_captured
-        convention = None if captured else extractor.convention(attrs, name)
+        convention = None if captured else row.convention
         last = self._last_slot
         if last is not None and last[0] == trace_id and self._store.get(trace_id) is last[1].state:
             slot = last[1]  # _trace_slot's fast path, inline: the usual case

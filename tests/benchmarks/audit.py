@@ -1,6 +1,7 @@
 """Benchmark: the whole ``otel-loopguard audit --json`` command against plain ``json.loads`` of the same file.
 
-Run: ``.venv/bin/python tests/benchmarks/audit.py [tool_spans] [--profile]`` (default 200,000 tool spans per file).
+Run: ``.venv/bin/python tests/benchmarks/audit.py [tool_spans] [--profile] [--against DIR]`` (default 200,000 tool
+spans per file).
 
 Generates two OTLP/JSON Lines files like the Collector's file exporter writes (one export request per line, each
 holding eight whole traces of a service), with realistic GenAI spans: an ``invoke_agent`` root, ``chat`` spans with
@@ -23,11 +24,14 @@ Each round runs, in a fresh interpreter per run and in an order that rotates fro
 and the import of the command alone (``audit --help``). Times are the CPU seconds (user + system) each child used.
 The figure is ``speed(audit) / speed(parse) = t(parse) / t(audit)`` per round, reported as the median of the rounds
 (``AUDIT_BENCH_ROUNDS``, default 5) with its range; the target is >= 0.5 on both files.
-``--profile`` also prints the top functions of one audit of each file under cProfile.
+``--profile`` also prints the top functions of one audit of each file under cProfile. ``--against DIR`` also times,
+in the same rounds, the audit with the package imported from DIR (another checkout, e.g. a ``git worktree`` of main),
+and prints its ratio and the per-round ratio of the two audits' times (this checkout's over DIR's).
 """
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import cProfile
 import io
@@ -185,11 +189,16 @@ for _ in read_spans(sys.argv[1]):
 """
 
 
-def _child_cpu(argv: list[str], ok: tuple[int, ...] = (0,)) -> float:
-    """CPU seconds (user + system) a child process used, its output discarded; ``ok``: the exit codes expected."""
+def _child_cpu(argv: list[str], ok: tuple[int, ...] = (0,), code: str | None = None) -> float:
+    """CPU seconds (user + system) a child process used, its output discarded; ``ok``: the exit codes expected;
+    ``code``: a directory to import the package from (first on the child's path, and its working directory, since
+    ``-m`` puts the working directory first)."""
+    env = None
+    if code is not None:
+        env = dict(os.environ, PYTHONPATH=code + os.pathsep + os.environ.get("PYTHONPATH", ""))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.devnull, "wb") as devnull:
-        status = subprocess.run(argv, stdout=devnull, check=False).returncode
+        status = subprocess.run(argv, stdout=devnull, check=False, cwd=code, env=env).returncode
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert status in ok, (argv, status)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -205,10 +214,18 @@ def time_read(path: str) -> float:
     return _child_cpu([sys.executable, "-c", _READ, path])
 
 
-def time_audit(path: str) -> float:
-    """CPU seconds for the whole ``otel-loopguard audit --json`` command in a fresh interpreter, output discarded."""
+def time_audit(path: str, code: str | None = None) -> float:
+    """CPU seconds for the whole ``otel-loopguard audit --json`` command in a fresh interpreter, output discarded
+    (with ``code``: the package imported from that directory)."""
     # audit exits 1 when a trace got stuck (one in ten does)
-    return _child_cpu([sys.executable, "-m", "otel_loopguard.cli", "audit", "--json", path], ok=(0, 1))
+    return _child_cpu([sys.executable, "-m", "otel_loopguard.cli", "audit", "--json", path], ok=(0, 1), code=code)
+
+
+def _imported_from(code: str) -> str:
+    """Where a child started as :func:`time_audit` starts it with ``code`` imports the package from."""
+    env = dict(os.environ, PYTHONPATH=code + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", "import otel_loopguard; print(otel_loopguard.__file__)"],
+                          capture_output=True, text=True, check=True, cwd=code, env=env).stdout.strip()
 
 
 def time_import() -> float:
@@ -234,6 +251,16 @@ def _summary(values: list[float]) -> str:
 def main_bench(argv: list[str]) -> int:
     tool_spans = int(next((a for a in argv if a.isdigit()), 200_000))
     profile = "--profile" in argv
+    against = os.path.abspath(argv[argv.index("--against") + 1]) if "--against" in argv else None
+    if against is not None:
+        where = _imported_from(against)
+        assert where.startswith(against + os.sep), (against, where)
+        print(f"against: the package from {os.path.dirname(where)}")
+        # Both packages compiled to bytecode first: with PYTHONDONTWRITEBYTECODE set (or stale files), a checkout
+        # without current bytecode would compile its modules in every run, and that would be timed.
+        ours = os.path.dirname(os.path.dirname(os.path.abspath(main.__globals__["__file__"])))  # otel_loopguard/cli
+        for package in (ours, os.path.dirname(where)):
+            compileall.compile_dir(package, quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for name, one_tool in (("mixed tools", False), ("one tool, many arguments", True)):
@@ -248,8 +275,10 @@ def main_bench(argv: list[str]) -> int:
         # machine's speed falls on all of them alike, and each round's ratio compares runs made moments apart.
         times: dict[tuple[str, str], list[float]] = {}
         imports: list[float] = []
-        jobs = [(name, kind) for name in files for kind in ("parse", "audit", "read")]
-        timer = {"parse": time_parse, "audit": time_audit, "read": time_read}
+        kinds = ("parse", "audit", "read") + (("against",) if against is not None else ())
+        jobs = [(name, kind) for name in files for kind in kinds]
+        timer = {"parse": time_parse, "audit": time_audit, "read": time_read,
+                 "against": lambda path: time_audit(path, against)}
         for r in range(ROUNDS):
             order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
             for name, kind in order:
@@ -270,6 +299,12 @@ def main_bench(argv: list[str]) -> int:
             met = met and ratio >= 0.5
             print(f"  speed(audit) / speed(parse) = t(parse) / t(audit): {_summary(ratios)}  "
                   f"target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}")
+            if against is not None:
+                other = times[(name, "against")]
+                print(f"  audit --json from {against}: {_summary(other)} s; t(parse) / t(audit) "
+                      f"{_summary([p / a for p, a in zip(parse, other)])}")
+                print(f"  t(audit) / t(audit from {against}), per round: "
+                      f"{_summary([a / o for a, o in zip(audit, other)])}")
         if profile:
             for name, (path, _) in files.items():
                 print(f"profile of one audit, {name}:")
