@@ -663,19 +663,7 @@ class TraceJudge:
             state = self._state
             if state is None:
                 state = self.state
-            observation: Observation | None
-            if call is not None:
-                observation = self._engine.observe(
-                    state, call, untimed_at if call.end is None and call.start is None else None)
-                audit = self._audit
-                if audit is not None:
-                    audit.add(call)
-                if call.error is not None:
-                    self.failed_calls += 1
-            else:
-                self.seen_usage = True
-                usage = step.usage
-                observation = self._engine.add_usage(state, step.model, usage if usage is not None else Usage())
+            observation = self._observe(step, self._engine, state, self._audit, untimed_at)
             if observation is not None and (observation.transition is not None
                                             or observation.intervention is not None):
                 self._record(observation, step, out)
@@ -819,23 +807,27 @@ class TraceJudge:
                     self._reorder()
                 else:
                     last = key
-            call = step.call
-            if call is not None:
-                observation: Observation | None = engine.observe(
-                    state, call, untimed_at if call.end is None and call.start is None else None)
-                if audit is not None:
-                    audit.add(call)
-                if call.error is not None:
-                    self.failed_calls += 1
-            else:
-                self.seen_usage = True
-                usage = step.usage
-                observation = engine.add_usage(state, step.model, usage if usage is not None else Usage())
+            observation = self._observe(step, engine, state, audit, untimed_at)
             if observation is not None and (observation.transition is not None
                                             or observation.intervention is not None):
                 self._record(observation, step, out, told)
         if ordered:
             self._last = last
+
+    def _observe(self, step: Step, engine: LoopEngine, state: TraceState, audit: StepAudit | None,
+                 untimed_at: float | None) -> Observation | None:
+        """One step through the engine (and the run audit): what both the live path and :meth:`_feed_all` do."""
+        call = step.call
+        if call is not None:
+            observation = engine.observe(state, call, untimed_at if call.end is None and call.start is None else None)
+            if audit is not None:
+                audit.add(call)
+            if call.error is not None:
+                self.failed_calls += 1
+            return observation
+        self.seen_usage = True
+        usage = step.usage
+        return engine.add_usage(state, step.model, usage if usage is not None else Usage())
 
     def _record(self, observation: Observation, step: Step | None, out: list[Judged],
                 told: set[tuple[Any, ...]] | None = None) -> None:
