@@ -152,14 +152,11 @@ class FrequencyDetector:
                     buckets[key] = _Count(2, deque((held, call)))
         bucket = current.bucket
         held = buckets[bucket]
-        if isinstance(held, _Count):
-            fingerprint = held
-            if fingerprint.count < limit:
-                return None  # nor more frequent than its fingerprint
-        elif limit > 1:
-            return None  # the only call with its fingerprint
-        else:
-            fingerprint = buckets[bucket] = _Count(1, deque((current,)))
+        if not isinstance(held, _Count):
+            return None  # the only call with its fingerprint (a limit is at least 2: the configuration says so)
+        fingerprint = held
+        if fingerprint.count < limit:
+            return None  # nor more frequent than its fingerprint
         groups = state.groups
         waiting = fingerprint.waiting
         if waiting:

@@ -286,3 +286,19 @@ def test_frequent_calls_are_stuck_only_with_one_result(results: tuple[str, str, 
     state = engine.new_state()
     last = [engine.observe(state, c) for c in calls][-1].verdict
     assert (last.kind, last.rule) == (kind, "frequency" if kind == "stuck" else "progress")
+
+
+def test_a_trace_stopped_by_its_cost_budget_still_recovers_when_the_loop_ends() -> None:
+    # Three identical calls with identical results: stuck at the third (the default minimum of 3 repetitions). A
+    # cost stop then ends the run; the next call is a different one, so nothing repeats at the end of the trace and
+    # the README's decision order gives working: a transition stuck -> working, whatever stopped the run before.
+    config = LoopGuardConfig(max_cost_usd=0.001, prices={"m": Prices(input=1.0, output=0.0)})
+    engine = LoopEngine(config)
+    state = engine.new_state()
+    kinds = [engine.observe(state, _call("search", {"q": "x"}, at=i)).verdict.kind for i in range(3)]
+    assert kinds == ["working", "working", "stuck"]
+    stop = engine.add_usage(state, "m", Usage(input_tokens=2000))  # 0.002 USD, over the 0.001 budget
+    assert stop is not None and stop.intervention is not None and stop.intervention.rule == "cost_limit"
+    obs = engine.observe(state, _call("fetch", {"url": "u"}, result="page", at=3))
+    assert obs.verdict.kind == "working"
+    assert obs.transition is not None and (obs.transition.previous, obs.transition.verdict.kind) == ("stuck", "working")

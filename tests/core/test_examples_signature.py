@@ -296,3 +296,22 @@ def test_only_json_objects_and_arrays_in_text_are_parsed(text: str, canonical: s
     # The README: a string that parses as a JSON object or array is canonicalised as that JSON; any other string
     # stands for itself (written as a JSON string).
     assert _canon(text) == canonical
+
+
+def test_a_dropped_member_whose_value_is_an_object_leaves_the_fingerprint_alone() -> None:
+    # The fingerprint sums the hashes of plain members only (strings, numbers, booleans, null): an object or array
+    # member never entered the sum, so dropping one (a volatile key such as traceId holding an object) must not
+    # subtract anything, and the text with it has the fingerprint of the text without it. The key is spelt in a
+    # way this process has not met (a fresh canonicaliser), so the slow path over unknown keys runs.
+    from otel_loopguard.core.config import DEFAULT_VOLATILE_KEYS
+    from otel_loopguard.core.signature import Canonicalizer, argument_fingerprint
+
+    canon = Canonicalizer(DEFAULT_VOLATILE_KEYS)
+    with_object = argument_fingerprint('{"q": "a", "traceId": {"x": 1}, "spanId": [1, 2]}', canon.kept(),
+                                       canon.dropped())
+    fresh = Canonicalizer(DEFAULT_VOLATILE_KEYS)
+    without = argument_fingerprint('{"q": "a"}', fresh.kept(), fresh.dropped())
+    assert with_object == without
+    # A plain dropped member is taken out of the sum too: same fingerprint as without it.
+    plain = argument_fingerprint('{"q": "a", "requestId": "r-17"}', canon.kept(), canon.dropped())
+    assert plain == without
