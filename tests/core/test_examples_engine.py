@@ -302,3 +302,17 @@ def test_a_trace_stopped_by_its_cost_budget_still_recovers_when_the_loop_ends() 
     obs = engine.observe(state, _call("fetch", {"url": "u"}, result="page", at=3))
     assert obs.verdict.kind == "working"
     assert obs.transition is not None and (obs.transition.previous, obs.transition.verdict.kind) == ("stuck", "working")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_working_verdict_is_handed_out_again_while_it_holds(fast: bool) -> None:
+    # Verdict.step is the call after which the verdict was reached, and the engine hands out the same working
+    # verdict while nothing repeats: two different calls are working from the first (step 0) on, so the second
+    # call's verdict is that same verdict, step 0, on the fast path and on the general decision order alike.
+    engine = LoopEngine()
+    engine.fast = fast
+    state = engine.new_state()
+    first = engine.observe(state, _call("search", {"q": "a"}, result="r1", at=0)).verdict
+    second = engine.observe(state, _call("fetch", {"url": "u"}, result="r2", at=1)).verdict
+    assert (first.kind, first.rule, first.step) == ("working", "none", 0)
+    assert second is first
