@@ -7,20 +7,20 @@ import pytest
 from otel_loopguard.core.config import Prices
 from otel_loopguard.core.cost import CostTotal, Usage, cost_usd
 
-SEED_PRICES = Prices(input=5.00, output=25.00, cache_read=0.50, cache_write=6.25)
+LISTED_PRICES = Prices(input=5.00, output=25.00, cache_read=0.50, cache_write=6.25)
 
 
 def test_price_example_first_call_with_cache_write() -> None:
     """300 in, 400 out and 20,000 cache-write tokens cost $0.1365."""
     first = Usage.from_anthropic({"input_tokens": 300, "output_tokens": 400, "cache_creation_input_tokens": 20_000})
-    assert f"${cost_usd(first, SEED_PRICES):.4f}" == "$0.1365"
-    assert cost_usd(first, SEED_PRICES) == pytest.approx(0.1365, abs=1e-12)
+    assert f"${cost_usd(first, LISTED_PRICES):.4f}" == "$0.1365"
+    assert cost_usd(first, LISTED_PRICES) == pytest.approx(0.1365, abs=1e-12)
 
 
 def test_price_example_later_call_with_cache_read() -> None:
     """300 in, 400 out and 20,000 cache-read tokens cost $0.0215."""
     later = Usage.from_anthropic({"input_tokens": 300, "output_tokens": 400, "cache_read_input_tokens": 20_000})
-    assert f"${cost_usd(later, SEED_PRICES):.4f}" == "$0.0215"
+    assert f"${cost_usd(later, LISTED_PRICES):.4f}" == "$0.0215"
 
 
 def test_price_example_plain_prices() -> None:
@@ -34,7 +34,7 @@ def test_genai_convention_counts_cache_inside_input() -> None:
     genai = Usage(input_tokens=20_300, output_tokens=400, cache_read_tokens=20_000, cache_included_in_input=True)
     anthropic = Usage(input_tokens=300, output_tokens=400, cache_read_tokens=20_000)
     assert genai.uncached_input_tokens == 300
-    assert cost_usd(genai, SEED_PRICES) == pytest.approx(cost_usd(anthropic, SEED_PRICES))
+    assert cost_usd(genai, LISTED_PRICES) == pytest.approx(cost_usd(anthropic, LISTED_PRICES))
     assert genai.total_tokens == anthropic.total_tokens == 20_700
 
 
@@ -42,7 +42,7 @@ def test_genai_convention_never_goes_negative() -> None:
     """Inconsistent counts (cache larger than input) price the uncached input at zero, not below."""
     odd = Usage(input_tokens=100, cache_read_tokens=500, cache_included_in_input=True)
     assert odd.uncached_input_tokens == 0
-    assert cost_usd(odd, SEED_PRICES) == pytest.approx(500 * 0.5 / 1e6)
+    assert cost_usd(odd, LISTED_PRICES) == pytest.approx(500 * 0.5 / 1e6)
 
 
 def test_unknown_model_is_unpriced_not_free() -> None:
