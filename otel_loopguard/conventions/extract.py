@@ -621,10 +621,18 @@ class Extractor:
             except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
                 lease = None
         progress = get(n.LOOPGUARD_PROGRESS)
-        # Positional (cheaper): tool, arguments and captured, result and captured, error, progress, start, end, lease.
-        return ToolCall(tool if tool.__class__ is str else str(tool), args, args_captured, result, result_captured,
-                        error, str(progress) if progress is not None else None, start_ns * _NS if start_ns else None,
-                        end_ns * _NS if end_ns else None, lease)
+        return ToolCall(
+            tool=tool if tool.__class__ is str else str(tool),
+            arguments=args,
+            arguments_captured=args_captured,
+            result=result,
+            result_captured=result_captured,
+            error=error,
+            progress=str(progress) if progress is not None else None,
+            start=start_ns * _NS if start_ns else None,
+            end=end_ns * _NS if end_ns else None,
+            lease=lease,
+        )
 
     def _content(self, part: _Part, attrs: Mapping[str, Any], span_name: str,
                  ev: list[tuple[str, Mapping[str, Any]]] | None) -> tuple[Any, bool]:

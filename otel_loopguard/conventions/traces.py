@@ -123,10 +123,16 @@ class StepReader:
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
         context = self._context
-        # _step's, positional (cheaper): ids, times, call, no model or usage, agent, conversation, origin.
-        return Step(span.span_id, span.parent_span_id, span.start_ns, span.end_ns, call, None, None,
-                    self._extractor.agent_name(attrs, name=name) if context else None,
-                    conversation_id(attrs) if context else None, tool_origin(attrs))
+        return Step(
+            span_id=span.span_id,
+            parent_span_id=span.parent_span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            call=call,
+            agent=self._extractor.agent_name(attrs, name=name) if context else None,
+            conversation=conversation_id(attrs) if context else None,
+            origin=tool_origin(attrs),
+        )
 
     def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
               usage: Usage | None = None, origin: str = "") -> Step:

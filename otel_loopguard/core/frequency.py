@@ -172,9 +172,13 @@ class FrequencyDetector:
         if len(same) < limit:
             return None
         one_evidence = self._signatures.one_evidence
-        # incomplete, retry applies, permanent, evidence unchanged (compared when asked):
-        return Repetition(RULE_FREQUENCY, None, len(same), same[0].index, current, group.incomplete > 0, True,
-                          group.not_permanent == 0, lambda: one_evidence(same))
+        return Repetition(
+            RULE_FREQUENCY, None, len(same), same[0].index, current,
+            incomplete=group.incomplete > 0,
+            retry_applies=True,
+            permanent=group.not_permanent == 0,
+            _unchanged=lambda: one_evidence(same),  # compared when asked
+        )
 
 
 def _forget(state: FrequencyState, call: Call, key: Any) -> None:

@@ -137,7 +137,11 @@ class PeriodDetector:
             run = m + p
             # The cycles the verdict rests on: the last min_reps of them.
             since = index - min_reps * p
-            # incomplete, retry applies, permanent, evidence unchanged:
-            return Repetition(RULE_PERIOD, p, run // p, index - run + 1, calls[-p], last_incomplete > since, p == 1,
-                              last_not_permanent <= since, state.ev_match[p] >= (min_reps - 1) * p)
+            return Repetition(
+                RULE_PERIOD, p, run // p, index - run + 1, calls[-p],
+                incomplete=last_incomplete > since,
+                retry_applies=p == 1,
+                permanent=last_not_permanent <= since,
+                _unchanged=state.ev_match[p] >= (min_reps - 1) * p,
+            )
         return None

@@ -155,9 +155,11 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
             events = tuple(collected)
         except _Bad as exc:
             raise exc.under(f"events[{index}]") from None
-    # Positional, in SpanRecord's field order (keywords cost a lookup each).
-    return SpanRecord(_FROM_BYTES(trace_id, "big"), _FROM_BYTES(span_id, "big"), parent_id, span.name,
-                      span.start_time_unix_nano, span.end_time_unix_nano, attrs, resource, error, message, events)
+    return SpanRecord(
+        trace_id=_FROM_BYTES(trace_id, "big"), span_id=_FROM_BYTES(span_id, "big"), parent_span_id=parent_id,
+        name=span.name, start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano, attributes=attrs,
+        resource=resource, status_error=error, status_message=message, events=events,
+    )
 
 
 def _resource(rs: Any) -> dict[str, Any]:
