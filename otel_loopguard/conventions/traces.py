@@ -122,17 +122,7 @@ class StepReader:
             row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
-        context = self._context
-        return Step(
-            span_id=span.span_id,
-            parent_span_id=span.parent_span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            call=call,
-            agent=self._extractor.agent_name(attrs, name=name) if context else None,
-            conversation=conversation_id(attrs) if context else None,
-            origin=tool_origin(attrs),
-        )
+        return self._step(span, call=call, origin=tool_origin(attrs))
 
     def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
               usage: Usage | None = None, origin: str = "") -> Step:
