@@ -116,13 +116,11 @@ class StepReader:
     def tool_step(self, span: SpanRecord, row: Any) -> Step:
         """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
         events = span.events
-        attrs = span.attributes
-        name = span.name
         call = self._call_of(
-            row, attrs, name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
-        return self._step(span, call=call, origin=tool_origin(attrs))
+        return self._step(span, call=call, origin=tool_origin(span.attributes))
 
     def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
               usage: Usage | None = None, origin: str = "") -> Step:

