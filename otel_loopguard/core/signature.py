@@ -92,7 +92,7 @@ class Canonicalizer:
     """
 
     def __init__(self, volatile_keys: frozenset[str], max_bytes: int = 65_536) -> None:
-        self._volatile = volatile_keys
+        self._volatile_keys = volatile_keys
         self._max_bytes = max_bytes
         self._cache: BoundedCache[tuple[str, frozenset[str]], str] = BoundedCache(_CACHE_ENTRIES)
         # Per ignore set (one per configured tool list, so a handful).
@@ -105,7 +105,7 @@ class Canonicalizer:
         """The function that drops volatile and ignored keys from one JSON object in place (and returns it)."""
         drop_keys = self._filters.get(ignore)
         if drop_keys is None:
-            volatile = self._volatile
+            volatile = self._volatile_keys
             # Verdicts per key spelling.
             drop_cache: BoundedCache[str, bool] = BoundedCache(_CACHE_ENTRIES)
 
@@ -258,7 +258,7 @@ class Canonicalizer:
         if depth > _MAX_DEPTH:
             raise ValueError("too deep")
         if isinstance(value, dict):
-            volatile = self._volatile
+            volatile = self._volatile_keys
             out = {}
             for k, v in value.items():
                 name = k if isinstance(k, str) else repr(k)

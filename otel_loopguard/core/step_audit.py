@@ -65,7 +65,7 @@ def step_args(call: ToolCall) -> dict[str, Any]:
     """Arguments as the step audit signs them: a JSON object's members, else the raw value under ``input``."""
     args = call.arguments
     if isinstance(args, str):
-        parsed_args = args
+        parsed_args: Any = args  # a str, or whatever JSON value it holds
         if args[:1] in ("{", "["):
             # The engine's fingerprint parsed this text moments ago, most of the time: parsed() remembers it.
             parsed_args = parsed(args)
