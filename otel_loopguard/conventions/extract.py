@@ -97,19 +97,17 @@ class _Part:
         keys: the attributes, when every source is a plain attribute (read inline), else None.
         sources: every source, first present wins.
         envelopes: envelopes peeled off the value, the first that applies wins.
-        objects: an object whose every value is a placeholder is unrecorded too (arguments: ``{"q": "[REDACTED]"}``).
 
-    A value found in an envelope is checked again: it may itself be a placeholder (or, for arguments, an object of
-    placeholders).
+    A value that is a placeholder, or an object whose every value is one (``{"q": "[REDACTED]"}``), is unrecorded;
+    a value found in an envelope is checked again, by the same rule.
     """
 
-    __slots__ = ("envelopes", "keys", "objects", "sources")
+    __slots__ = ("envelopes", "keys", "sources")
 
-    def __init__(self, sources: tuple[Source, ...], envelopes: tuple[str, ...], *, objects: bool) -> None:
+    def __init__(self, sources: tuple[Source, ...], envelopes: tuple[str, ...]) -> None:
         self.sources = sources
         self.keys = _plain_keys(sources)
         self.envelopes = tuple(ENVELOPES[e] for e in envelopes)
-        self.objects = objects
 
 
 class _Row:
@@ -126,8 +124,8 @@ class _Row:
         first = self.tool[0]
         # The first tool-name source, when it is a plain attribute (read inline; the rest only when it is absent).
         self.tool_key = first.attribute if _plain_keys((first,)) is not None else None
-        self.args = _Part(convention.arguments, convention.unwrap_arguments, objects=True)
-        self.result = _Part(convention.result, convention.unwrap_result, objects=False)
+        self.args = _Part(convention.arguments, convention.unwrap_arguments)
+        self.result = _Part(convention.result, convention.unwrap_result)
         self.error = convention.error
         self.error_keys = _plain_keys(self.error)
         self.call_id = convention.call_id
@@ -486,7 +484,7 @@ class _Placeholders:
         self.by_key = {k: frozenset(vs | anywhere) for k, vs in by_key.items()}
         # No longer text is a placeholder: such text is not looked up (hashing a long argument text costs).
         self.longest = max(map(len, anywhere.union(*by_key.values())), default=-1)
-        # Placeholders looked for inside an argument object ({"query": "[REDACTED]"}), also as an encoder with ASCII
+        # Placeholders looked for inside an object ({"query": "[REDACTED]"}), also as an encoder with ASCII
         # output writes them there (Python's json.dumps: "«hidden»" becomes "\u00abhidden\u00bb"), so that an
         # object of such placeholders still reaches the parse that decides.
         self.texts = tuple(sorted({form for v in anywhere if v for form in (v, json.dumps(v)[1:-1])}))
@@ -655,7 +653,7 @@ class Extractor:
         if value.__class__ is str:
             # Inline: the common case is text that is no placeholder and holds none.
             if (len(value) <= ph.longest and value in ph.by_key.get(key, ph.anywhere)) or (
-                    part.objects and value.startswith("{") and ph.within(value) and self._object_redacted(value)):
+                    value.startswith("{") and ph.within(value) and self._object_redacted(value)):
                 return None, False
         elif self._redacted(value, key):
             return None, False
@@ -663,7 +661,7 @@ class Extractor:
             if value.__class__ is not str or envelope.may_be(value):
                 inner = self._unwrap(envelope, value)
                 if inner is not value:
-                    if self._redacted(inner, "", whole=not part.objects):
+                    if self._redacted(inner, ""):
                         return None, False
                     return inner, True
         return value, True
@@ -804,21 +802,19 @@ class Extractor:
             return inner
         return unwrap(value, self._parsed_or_none)
 
-    def _redacted(self, value: Any, key: str, whole: bool = False) -> bool:
-        """Whether a value is a placeholder for content that was not recorded.
+    def _redacted(self, value: Any, key: str) -> bool:
+        """Whether a value is a placeholder for content that was not recorded, or an object of placeholders.
 
         Args:
             value: the argument or result value.
             key: the attribute it came from (placeholders may be limited to some attributes).
-            whole: only a placeholder standing for the whole value counts (results), not an object of them.
         """
         ph = self._placeholders
         if value.__class__ is str:
             if value in ph.by_key.get(key, ph.anywhere):
                 return True
-            if whole:
-                return False
-            # An argument object whose every value is a placeholder ({"query": "[REDACTED]"}, Mastra 0.x).
+            # An object whose every value is a placeholder ({"query": "[REDACTED]"}, Mastra 0.x's sensitive-data
+            # filter, which hides results' fields as well as arguments'): nothing of the content is left to compare.
             return value.startswith("{") and ph.within(value) and self._object_redacted(value)
         if isinstance(value, Mapping):
             return self._all_placeholders(value)

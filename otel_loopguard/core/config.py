@@ -416,8 +416,8 @@ class LoopGuardConfig:
         max_argument_bytes: arguments or results longer than this are fingerprinted without parsing.
         per_conversation: track state per ``gen_ai.conversation.id`` instead of per trace when present.
         redacted_values: placeholders that mean "not recorded" in a call's arguments or result (strings, or
-            :class:`RedactedValue` limited to some attributes); an argument object whose values are all
-            placeholders is not recorded either.
+            :class:`RedactedValue` limited to some attributes); an object whose values are all placeholders (as
+            arguments or as a result) is not recorded either.
         conventions: user-defined tool-span conventions, ``[conventions.NAME]`` tables as plain values; the
             conventions layer validates them (``otel_loopguard.conventions.user``).
 

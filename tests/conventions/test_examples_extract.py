@@ -160,13 +160,15 @@ def test_a_user_tool_name_inside_json_is_read_by_its_path() -> None:
 
 
 def test_user_row_placeholders_in_arguments_and_results() -> None:
-    # The redacted_values rules on a user row: an argument object of placeholders is not recorded; a result object
-    # holding a placeholder is a recorded result (only a whole placeholder hides a result).
+    # The redacted_values rules on a user row: an object of placeholders is not recorded, as arguments or as a
+    # result; a result object holding a placeholder beside a real value is a recorded result.
     extractor = _user(acme={"when": {"acme.kind": "tool"}, "arguments": "acme.in", "result": "acme.out"})
     call = extractor.tool_call({"acme.kind": "tool", "acme.in": '{"q": "[REDACTED]"}',
                                 "acme.out": '{"a": "[REDACTED]"}'}, "t", 1, 2)
     assert (call.arguments_captured, call.arguments) == (False, None)
-    assert (call.result_captured, call.result) == (True, '{"a": "[REDACTED]"}')
+    assert (call.result_captured, call.result) == (False, None)
+    call = extractor.tool_call({"acme.kind": "tool", "acme.out": '{"a": "[REDACTED]", "b": 0}'}, "t", 1, 2)
+    assert (call.result_captured, call.result) == (True, '{"a": "[REDACTED]", "b": 0}')
     # Read through a path (not inline), the same rules: the value at args.0 is an object of placeholders.
     nested = _user(acme={"when": {"acme.kind": "tool"}, "arguments": {"attribute": "acme.in", "path": ["args", 0]},
                          "result": {"attribute": "acme.out", "path": ["r"]}})
@@ -174,6 +176,9 @@ def test_user_row_placeholders_in_arguments_and_results() -> None:
                              "acme.out": '{"r": {"a": 1}}'}, "t", 1, 2)
     assert (call.arguments_captured, call.arguments) == (False, None)
     assert (call.result_captured, call.result) == (True, {"a": 1})
+    # The object found at the path as a mapping, every value a placeholder: not recorded, as the same text is.
+    call = nested.tool_call({"acme.kind": "tool", "acme.out": '{"r": {"a": "[REDACTED]"}}'}, "t", 1, 2)
+    assert (call.result_captured, call.result) == (False, None)
     # One real value among them: recorded, as the object found at the path.
     call = nested.tool_call({"acme.kind": "tool", "acme.in": '{"args": [{"q": "[REDACTED]", "p": 2}]}'}, "t", 1, 2)
     assert (call.arguments_captured, call.arguments) == (True, {"q": "[REDACTED]", "p": 2})
@@ -623,18 +628,15 @@ def test_call_of_defaults_to_no_error() -> None:
     assert extractor.call_of(row, attrs, "x", 1, 2).error is None
 
 
-def test_a_placeholder_object_inside_a_result_envelope_is_a_result() -> None:
-    # Only a placeholder standing for the whole result hides it (a result object that mentions one is a result):
-    # the same inside an envelope. OpenLLMetry's ToolMessage content '{"a": "[REDACTED]"}' is a recorded result;
-    # content "[REDACTED]" is not.
+def test_a_placeholder_object_inside_a_result_envelope_is_not_recorded() -> None:
+    # Inside an envelope, the same rule as outside: OpenLLMetry's ToolMessage content '{"a": "[REDACTED]"}' (an
+    # object of placeholders) and content "[REDACTED]" are not recorded; '{"a": "[REDACTED]", "b": 1}' is a result.
     base = {"traceloop.span.kind": "tool", "traceloop.entity.name": "t"}
-    inner = '{"a": "[REDACTED]"}'
-    call = Extractor().tool_call({**base, "traceloop.entity.output": json.dumps(
-        {"content": inner, "tool_call_id": "c"})}, "x", 1, 2)
-    assert (call.result_captured, call.result) == (True, inner)
-    hidden = Extractor().tool_call({**base, "traceloop.entity.output": json.dumps(
-        {"content": "[REDACTED]", "tool_call_id": "c"})}, "x", 1, 2)
-    assert (hidden.result_captured, hidden.result) == (False, None)
+    for inner, recorded in (('{"a": "[REDACTED]"}', False), ("[REDACTED]", False),
+                            ('{"a": "[REDACTED]", "b": 1}', True)):
+        call = Extractor().tool_call({**base, "traceloop.entity.output": json.dumps(
+            {"content": inner, "tool_call_id": "c"})}, "x", 1, 2)
+        assert (call.result_captured, call.result) == ((True, inner) if recorded else (False, None))
 
 
 def test_texts_that_are_no_envelope_read_again() -> None:
