@@ -610,7 +610,8 @@ class Extractor:
             tool = self._value(row.tool, attrs, span_name, ev)[0] or span_name or "unknown"
         args, args_captured = self._content(row.args, attrs, span_name, ev)
         result, result_captured = self._content(row.result, attrs, span_name, ev)
-        error = self._error(row, attrs, span_name, ev, status_error, status_message, result)
+        error = self._error(row, attrs, span_name, ev if ev is not None else events, status_error, status_message,
+                            result)
         lease = None
         deadline = get(n.LOOPGUARD_WAIT_DEADLINE)
         if deadline is not None:
@@ -667,8 +668,14 @@ class Extractor:
         return value, True
 
     def _error(self, row: _Row, attrs: Mapping[str, Any], span_name: str,
-               ev: list[tuple[str, Mapping[str, Any]]] | None, status_error: bool, status_message: str | None,
+               events: Iterable[tuple[str, Mapping[str, Any]]], status_error: bool, status_message: str | None,
                result: Any) -> str | None:
+        """The call's error class, or None.
+
+        ``events`` is the span's events: the list :meth:`call_of` made when the row reads events or the status is an
+        error, else the iterable it was given, read only when an error flag (``true``) asks for the exception
+        event's type (the retry policy's classes are exception types).
+        """
         keys = row.error_keys
         if keys is not None:
             for key in keys:
@@ -676,10 +683,11 @@ class Extractor:
                 if value and value is not True:
                     return str(value)[:_MAX_ERROR_LEN]
                 if value is True:
-                    return _failed_class(status_message, ev or (), result if isinstance(result, str) else None)
+                    return _failed_class(status_message, events, result if isinstance(result, str) else None)
             if status_error:
-                return _failed_class(status_message, ev or ())
+                return _failed_class(status_message, events)
             return None
+        ev = events if isinstance(events, list) else None
         for src in row.error:
             value = self._source(src, attrs, span_name, ev)
             if not value:
@@ -688,10 +696,10 @@ class Extractor:
             if value is True:
                 # Failed, without a class: the exception event's, the status text, else the result's text.
                 text = result if isinstance(result, str) else None
-                return _failed_class(status_message, ev or (), text)
+                return _failed_class(status_message, events, text)
             return str(value)[:_MAX_ERROR_LEN]
         if status_error:
-            return _failed_class(status_message, ev or ())
+            return _failed_class(status_message, events)
         return None
 
     def model_turn(self, attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,

@@ -233,6 +233,11 @@ def test_user_row_errors_inline_and_through_a_path() -> None:
     assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, True, None,
                             [("exception", {"exception.type": "IOError"})]).error == "IOError"
     assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2).error == "error"
+    # true without an error status (an instrumentation that records the exception but leaves the status unset):
+    # the exception event's type all the same, whether the events come as a list or as a one-pass iterator.
+    timeout = [("exception", {"exception.type": "TimeoutError"})]
+    assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, events=timeout).error == "TimeoutError"
+    assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, events=iter(timeout)).error == "TimeoutError"
     # No error attribute: the span's status decides (an error status without a message: "error").
     assert inline.tool_call(attrs, "t", 1, 2, True).error == "error"
     assert inline.tool_call(attrs, "t", 1, 2).error is None
@@ -680,3 +685,6 @@ def test_errors_read_through_a_path_with_events_and_structured_results() -> None
                                  events).error == "KeyError"
     listed = json.dumps({"tool_output": {"is_error": True, "raw_output": [1, 2]}})
     assert Extractor().tool_call({**base, "traceloop.entity.output": listed}, "x", 1, 2).error == "error"
+    # is_error true, no error status, an exception event: its type (read through the path as inline).
+    assert Extractor().tool_call({**base, "traceloop.entity.output": listed}, "x", 1, 2,
+                                 events=events).error == "KeyError"
