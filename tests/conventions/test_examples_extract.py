@@ -238,6 +238,8 @@ def test_user_row_errors_inline_and_through_a_path() -> None:
     timeout = [("exception", {"exception.type": "TimeoutError"})]
     assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, events=timeout).error == "TimeoutError"
     assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, events=iter(timeout)).error == "TimeoutError"
+    # With an error status too the iterator is listed once (the status path reads it) and the flag reads that list.
+    assert inline.tool_call({**attrs, "acme.err": True}, "t", 1, 2, True, "bad", iter(timeout)).error == "TimeoutError"
     # No error attribute: the span's status decides (an error status without a message: "error").
     assert inline.tool_call(attrs, "t", 1, 2, True).error == "error"
     assert inline.tool_call(attrs, "t", 1, 2).error is None
