@@ -649,7 +649,6 @@ class TraceJudge:
                 if not ((args is None or (args.__class__ is str and len(args) <= limit))
                         and (result is None or (result.__class__ is str and len(result) <= limit))):
                     step = _compact(step, limit)[0]
-                    call = step.call
             if judged is not None:
                 judged.append(step)
             out: list[Judged] = []

@@ -764,3 +764,147 @@ def test_discarding_without_kept_steps_makes_the_report_partial() -> None:
     judge = TraceJudge(LoopEngine(), keep_steps=False)
     judge.judge(Step(span_id=1, call=ToolCall("a", "{}"), origin="model"))
     assert (judge.discard("model"), judge.partial) == (0, True)
+
+
+def test_discarding_counts_again_the_bytes_of_what_is_kept_results_and_missing_arguments_included() -> None:
+    # Kept after the discard: a step without arguments whose result is "hello" (480 + 0 + 5 = 485 bytes) and a step
+    # with arguments "ab" and result "xyz" (480 + 2 + 3 = 485): 970, counted again step by step.
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, start_ns=0, end_ns=0, call=ToolCall("a", None, result="hello"), origin=""))
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, call=ToolCall("b", "ab", result="xyz"), origin=""))
+    judge.add(Step(span_id=3, start_ns=2, end_ns=2, call=ToolCall("c", "{}"), origin="model"))
+    assert judge.kept_bytes == 485 + 485 + 482
+    assert judge.discard("model") == 1
+    assert judge.kept_bytes == 970
+
+
+def test_discarding_drops_the_waiting_steps_of_the_origin_and_keeps_the_others() -> None:
+    # Added, not judged yet: two derived calls of "a" and one tool call of "b". After the discard only "b" is
+    # judged: one call, of tool "b" (judged alone, a working verdict at step 0).
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, start_ns=0, end_ns=0, call=ToolCall("a", "{}"), origin="model"))
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, call=ToolCall("a", "{}"), origin="model"))
+    judge.add(Step(span_id=3, start_ns=2, end_ns=2, call=ToolCall("b", "{}")))
+    assert judge.discard("model") == 2
+    judged: list[Step] = []
+    judge.advance(judged=judged)
+    assert [s.call.tool for s in judged if s.call is not None] == ["b"]
+    assert judge.steps == 1
+
+
+def test_arguments_that_are_no_text_are_weighed_by_their_json() -> None:
+    # Arguments as a mapping {"q": "abc"}: kept as they are (11 bytes of JSON, under the 1 MiB default limit), so
+    # the step weighs 480 + 11 + 2 (result "ok"); a result as a list [1, 2] (5 bytes of JSON) the same way.
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, call=ToolCall("a", {"q": "abc"}, result="ok")))
+    assert judge.kept_bytes == 480 + 11 + 2
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, call=ToolCall("a", "x", result=[1, 2])))
+    assert judge.kept_bytes == (480 + 11 + 2) + (480 + 1 + 5)
+
+
+def test_text_of_exactly_the_limit_weighs_its_length() -> None:
+    # max_argument_bytes = 4: arguments "abcd" and result "wxyz" (4 characters each) are kept whole: 480 + 4 + 4.
+    judge = TraceJudge(LoopEngine(LoopGuardConfig(max_argument_bytes=4)))
+    judge.add(Step(span_id=1, call=ToolCall("a", "abcd", result="wxyz")))
+    assert judge.kept_bytes == 488
+
+
+def test_dropping_the_kept_steps_frees_their_bytes() -> None:
+    # Two steps of 480 + 2 bytes: dropping them frees 964 and leaves nothing counted.
+    judge = TraceJudge(LoopEngine())
+    judge.add(Step(span_id=1, call=ToolCall("a", "{}")))
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, call=ToolCall("a", "{}")))
+    assert judge.drop_steps() == 964
+    assert judge.kept_bytes == 0
+
+
+def test_failed_calls_are_counted_once_each_on_both_paths() -> None:
+    # Three calls, two of which failed (error class set): 2 failed calls, whether judged live (one step at a time)
+    # or kept and judged at the end; a new judge starts from 0.
+    calls = [ToolCall("a", '{"n": 1}', error="TimeoutError"), ToolCall("a", '{"n": 2}'),
+             ToolCall("b", "{}", error="ValueError")]
+    live = TraceJudge(LoopEngine(), keep_steps=False, step_audit=False)
+    kept = TraceJudge(LoopEngine())
+    for i, call in enumerate(calls):
+        live.judge(Step(span_id=i + 1, start_ns=i, end_ns=i, call=call))
+        kept.add(Step(span_id=i + 1, start_ns=i, end_ns=i, call=call))
+    kept.finish()
+    assert live.report("x", None).failed_calls == 2
+    assert kept.report("x", None).failed_calls == 2
+    assert TraceJudge(LoopEngine()).report("x", None).failed_calls == 0
+
+
+def test_a_usage_step_judged_live_tells_nothing() -> None:
+    # The live path's usage step: no cost budget, so the engine has no observation to give (None): nothing is told.
+    judge = TraceJudge(LoopEngine(), keep_steps=False, step_audit=False)
+    assert judge.judge(Step(span_id=1, model="m", usage=Usage(input_tokens=5))) == []
+
+
+def test_an_event_judged_live_names_the_step_that_caused_it() -> None:
+    # Three equal calls with one result, judged live: the third is stuck (frequency limit 3) with a nudge; what is
+    # told names that third step.
+    judge = TraceJudge(LoopEngine(), keep_steps=False, step_audit=False)
+    steps = [Step(span_id=i + 1, start_ns=i, end_ns=i, call=ToolCall("s", '{"q": 1}', result="r", result_captured=True))
+             for i in range(3)]
+    told = [j for s in steps for j in judge.judge(s)]
+    assert [(j.step, j.observation.verdict.kind) for j in told] == [(steps[2], "stuck")]
+
+
+def test_the_step_audit_of_a_live_judge_sees_every_call() -> None:
+    # A live judge (no kept steps) with the step audit on: four equal calls in a row reach the repeat limit of 3,
+    # so the audit reports one repeat loop starting at call 0.
+    judge = TraceJudge(LoopEngine(), keep_steps=False, step_audit=True)
+    for i in range(4):
+        judge.judge(Step(span_id=i + 1, start_ns=i, end_ns=i,
+                         call=ToolCall("s", '{"q": 1}', result="r", result_captured=True)))
+    report = judge.report("x", None)
+    assert report.ok is False
+    assert len(report.violations) == 1
+    assert report.violations[0].startswith("repeat_loop:") and report.violations[0].endswith("@0")
+
+
+def test_a_repetition_that_is_not_stuck_reports_no_period() -> None:
+    # Six equal calls without recorded results under frequency_limit 10: the period rule finds a cycle of 1 at the
+    # third call, but the evidence is missing, so the verdict is uncertain (its period is 1); the report and its
+    # transition give a period for a stuck verdict only: None.
+    engine = LoopEngine(LoopGuardConfig(frequency_limit=10))
+    judge = TraceJudge(engine)
+    for i in range(6):
+        judge.add(Step(span_id=i + 1, start_ns=i, end_ns=i, call=ToolCall("s", '{"q": 1}', result_captured=False)))
+    judge.finish()
+    report = judge.report("x", None)
+    assert (report.verdict.kind, report.verdict.period) == ("uncertain", 1)
+    assert report.stuck_period is None
+    out = report.as_dict()
+    assert out["period"] is None
+    assert [(t["to"], t["period"]) for t in out["transitions"]] == [("uncertain", None)]
+
+
+def test_unpriced_models_are_listed_sorted_in_the_report() -> None:
+    # Prices for "m" only: usage of "zeta" (3 tokens) and "alpha" (4 tokens) is unpriced: 7 unpriced tokens, the
+    # models sorted by name.
+    engine = LoopEngine(LoopGuardConfig(prices={"m": Prices(input=1.0, output=2.0)}))
+    judge = TraceJudge(engine)
+    judge.add(Step(span_id=1, model="zeta", usage=Usage(input_tokens=3)))
+    judge.add(Step(span_id=2, start_ns=1, end_ns=1, model="alpha", usage=Usage(input_tokens=4)))
+    judge.finish()
+    out = judge.report("x", None).as_dict()
+    assert (out["unpriced_tokens"], out["unpriced_models"]) == (7, ["alpha", "zeta"])
+
+
+def test_at_most_1000_transitions_and_interventions_are_kept() -> None:
+    # 1 100 cycles of three equal calls, each cycle with new arguments: the third call of a cycle is stuck (frequency
+    # limit 3) and nudged; the next cycle's first call is working again. That is 2 transitions and 1 nudge per cycle
+    # (no stop: the call after a nudge is working again; nudges unlimited here), so 2 199 transitions and 1 100 nudges
+    # happen; the report keeps the first 1 000 of each.
+    engine = LoopEngine(LoopGuardConfig(max_steps=100_000, max_nudges=100_000))
+    judge = TraceJudge(engine, keep_steps=False, step_audit=False)
+    k = 0
+    for cycle in range(1100):
+        for _ in range(3):
+            judge.judge(Step(span_id=k + 1, start_ns=k, end_ns=k,
+                             call=ToolCall("s", f'{{"c": {cycle}}}', result="r", result_captured=True)))
+            k += 1
+    report = judge.report("x", None)
+    assert (len(report.transitions), len(report.interventions)) == (1000, 1000)
+    assert report.transitions[0].step == 2 and report.interventions[0].step == 2
