@@ -170,3 +170,26 @@ def test_unpriced_models_are_remembered_after_priced_calls() -> None:
     total = total.add(None, Usage(output_tokens=1), {"sonnet": SONNET}).add("mystery", Usage(output_tokens=1), {})
     assert total.unpriced_models == frozenset({"mystery", "<unknown>"})
     assert total.unpriced_tokens == 44
+
+
+def test_redacted_value_tables_are_checked_entry_by_entry() -> None:
+    # An unknown key in an entry names the entry; attributes must be a list (5 is not); an entry without
+    # attributes applies to every attribute (an empty tuple).
+    from otel_loopguard.core.config import RedactedValue
+    from otel_loopguard.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^redacted_values entry: unknown key\(s\) oops$"):
+        LoopGuardConfig(redacted_values=[{"value": "x", "oops": 1}])
+    with pytest.raises(ConfigError, match=r"^redacted_values: attributes must be a list of strings, got 5$"):
+        LoopGuardConfig(redacted_values=[{"value": "x", "attributes": 5}])
+    assert LoopGuardConfig(redacted_values=[{"value": "x"}]).redacted_values == (RedactedValue("x", ()),)
+
+
+def test_a_tool_may_set_its_limits_down_to_two() -> None:
+    # 2 is the least repetition count and frequency limit a tool may set (one call is no repetition); 1 is refused.
+    from otel_loopguard.errors import ConfigError
+
+    tool = ToolSettings(min_repetitions=2, frequency_limit=2)
+    assert (tool.min_repetitions, tool.frequency_limit) == (2, 2)
+    with pytest.raises(ConfigError, match=r"^tools.frequency_limit must be at least 2, got 1$"):
+        ToolSettings(frequency_limit=1)
