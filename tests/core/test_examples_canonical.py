@@ -83,8 +83,17 @@ def test_a_keyed_digest_of_text_with_a_lone_surrogate() -> None:
 
 def _spelling(digits: str, exponent: int, pid: int) -> str:
     """A JSON number token for digits * 10**exponent, spelt with extra zeros chosen by ``pid``: the same value in a
-    spelling this process has not parsed before (number tokens are cached per process by their text)."""
+    spelling this process has not parsed before (number tokens are cached per process by their text).
+
+    A process forked from one that ran this test (mutation testing runs the tests once, then forks one process per
+    mutant) inherits the parent's cache, so the spelling must differ from the parent's too: 19 spellings chosen by
+    the pid alone gave the parent's in 1 fork of 19, and the cache then hid the code under test.
+    """
     extra = pid % 19 + 1
+    # The parent chose its own spelling by this rule: from these two, whichever its parent made it take.
+    parents = {os.getppid() % 19 + 1, (os.getppid() % 19 + 1) % 19 + 1}
+    while extra in parents:
+        extra = extra % 19 + 1
     return f"{digits}{'0' * extra}e{exponent - extra}"
 
 
