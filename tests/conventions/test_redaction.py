@@ -176,7 +176,8 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
 @pytest.mark.parametrize(("args", "recorded"), [
     # OpenLLMetry's LangChain envelope: the arguments are its "inputs". A placeholder there, or an object of
     # placeholders, is an argument "not recorded" (the README: "a placeholder instead of content"; the
-    # redacted_values setting: "an argument object whose values are all placeholders is not recorded either"),
+    # redacted_values setting: "an object whose values are all placeholders (as arguments or as a result) is not
+    # recorded either"),
     # although the envelope around it (with its tags list) is no object of placeholders.
     ('{"inputs": "[REDACTED]", "tags": []}', False),
     ('{"input_str": "[REDACTED]", "inputs": {"q": "[REDACTED]"}, "tags": []}', False),
