@@ -94,19 +94,30 @@ def _json_string(value: Any, parse: Parse) -> Any:
     return value
 
 
-def _python_call(value: Any, parse: Parse) -> Any:
-    # smolagents under OpenInference: {"args": [...], "sanitize_inputs_outputs": bool, "kwargs": {...}}.
-    if value.__class__ is str and '"sanitize_inputs_outputs"' in value:
-        doc = parse(value)
-        if isinstance(doc, dict) and set(doc) <= {"args", "kwargs", "sanitize_inputs_outputs"}:
-            args, kwargs = doc.get("args") or [], doc.get("kwargs") or {}
-            if isinstance(kwargs, dict) and isinstance(args, list):
-                if not args:
-                    return _dumps(kwargs)
-                if not kwargs:
-                    return _dumps(args)
-                return _dumps({"args": args, **kwargs})
-    return value
+def _call_arguments(marker: str, keys: frozenset[str]) -> Callable[[Any, Parse], Any]:
+    """A decorated Python function's recorded call, ``{"args": [...], "kwargs": {...}}`` (keys within ``keys``), as
+    the call's own arguments: the keyword arguments, the positional ones, or both as one object."""
+
+    def unwrap(value: Any, parse: Parse) -> Any:
+        if value.__class__ is str and marker in value:
+            doc = parse(value)
+            if isinstance(doc, dict) and doc and set(doc) <= keys:
+                args, kwargs = doc.get("args") or [], doc.get("kwargs") or {}
+                if isinstance(kwargs, dict) and isinstance(args, list):
+                    if not args:
+                        return _dumps(kwargs)
+                    if not kwargs:
+                        return _dumps(args)
+                    return _dumps({"args": args, **kwargs})
+        return value
+
+    return unwrap
+
+
+# smolagents under OpenInference: {"args": [...], "sanitize_inputs_outputs": bool, "kwargs": {...}}.
+_python_call = _call_arguments('"sanitize_inputs_outputs"', frozenset({"args", "kwargs", "sanitize_inputs_outputs"}))
+# Langfuse's @observe: {"args": [...], "kwargs": {...}}.
+_args_kwargs = _call_arguments('"kwargs"', frozenset({"args", "kwargs"}))
 
 
 def _kwargs_only(value: Any, parse: Parse) -> Any:
@@ -144,6 +155,7 @@ ENVELOPES: dict[str, Envelope] = {
         Envelope("tool_message", lambda t: '"tool_call_id"' in t or '"kwargs"' in t, _tool_message),
         Envelope("json_string", lambda t: t[:1] == '"', _json_string),
         Envelope("python_call", lambda t: '"sanitize_inputs_outputs"' in t, _python_call),
+        Envelope("args_kwargs", lambda t: t.startswith('{"args"'), _args_kwargs),
         Envelope("kwargs_only", lambda t: t.startswith('{"kwargs"'), _kwargs_only),
         Envelope("content_blocks", lambda t: t.startswith('[{"text"'), _content_blocks),
     )

@@ -19,7 +19,7 @@ from ..core.cost import Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
 from .envelopes import ENVELOPES, Envelope
-from .model_calls import Turn, read_messages
+from .model_calls import Turn, read_messages, tool_activity
 from .table import AGENT_SPANS, MODEL_SPANS, TOOL_CONVENTIONS, AgentSpans, Convention, ModelSpans, Source, When
 from .user import user_conventions
 
@@ -712,6 +712,11 @@ class Extractor:
         if role != ROLE_LLM:
             return None
         content = read_messages(attrs, row.messages) if messages and row.messages else None  # type: ignore[union-attr]
+        calls = content.calls if content is not None else ()
+        if messages and not calls and tool_activity(attrs) is not None:
+            # The model asked for tools but what it asked is not recorded (content off): one call that cannot be
+            # compared, so a trace of such calls is uncertain, never working for want of calls.
+            calls = ((None, n.UNREAD_TOOL, None),)
         response_id = attrs.get(n.GEN_AI_RESPONSE_ID)
         return Turn(
             span_id=span_id,
@@ -720,7 +725,7 @@ class Extractor:
             end_ns=end_ns,
             response_id=str(response_id) if response_id else None,
             usage=llm_usage(attrs),
-            calls=content.calls if content is not None else (),
+            calls=calls,
             results=content.results if content is not None else None,
             history=content.history if content is not None else (),
             agent=_agent_name(self._table, attrs, None, span_name) if context else None,

@@ -36,7 +36,7 @@ from ..core.judge import Step
 from ..core.model import ToolCall
 from . import names as n
 
-__all__ = ["MESSAGE_READERS", "ORIGIN_DERIVED", "Turn", "TurnJudge", "read_messages"]
+__all__ = ["MESSAGE_READERS", "ORIGIN_DERIVED", "Turn", "TurnJudge", "read_messages", "tool_activity"]
 
 #: :attr:`Step.origin` of a tool call derived from model spans.
 ORIGIN_DERIVED = "model.tool_call"
@@ -225,12 +225,101 @@ def _openllmetry_flat(attrs: Mapping[str, Any]) -> Messages | None:
     return Messages(tuple(calls), tuple(results) if results is not None else None, tuple(history))
 
 
+def _at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at ``path`` inside JSON text or a structure (None when a step is missing)."""
+    value = _json(value)
+    for step in path:
+        if isinstance(step, int):
+            value = value[step] if isinstance(value, list) and -len(value) <= step < len(value) else None
+        else:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        if value is None:
+            return None
+    return value
+
+
+def _openai_calls(message: Any) -> list[tuple[str | None, str, Any]]:
+    """(id, name, arguments) of the ``tool_calls`` of an OpenAI Chat Completions assistant message."""
+    out: list[tuple[str | None, str, Any]] = []
+    for call in (message.get("tool_calls") or ()) if isinstance(message, Mapping) else ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping) and function.get("name"):
+            identifier = call.get("id")
+            out.append((str(identifier) if identifier is not None else None, str(function["name"]),
+                        function.get("arguments")))
+    return out
+
+
+def _chat_reader(request: str, messages: tuple[str | int, ...], response: str, message: tuple[str | int, ...],
+                 ) -> Callable[[Mapping[str, Any]], Messages | None]:
+    """A reader of a model span that records the OpenAI Chat Completions request and response as JSON text: the
+    request's ``messages`` at ``messages`` inside attribute ``request``, the assistant message at ``message`` inside
+    attribute ``response`` (Logfire ``instrument_openai`` version 1, Langfuse generations, MLflow chat spans)."""
+
+    def read(attrs: Mapping[str, Any]) -> Messages | None:
+        out_raw, in_raw = attrs.get(response), attrs.get(request)
+        if out_raw is None and in_raw is None:
+            return None
+        calls = _openai_calls(_at(out_raw, message)) if out_raw is not None else []
+        inputs = _at(in_raw, messages) if in_raw is not None else None
+        if not isinstance(inputs, list):
+            return Messages(tuple(calls))
+        results: list[tuple[str, Any]] = []
+        history: list[tuple[str, str, Any]] = []
+        for item in inputs:
+            if not isinstance(item, Mapping):
+                continue
+            if item.get("role") == "tool" and item.get("tool_call_id") is not None:
+                results.append((str(item["tool_call_id"]), _text(item.get("content"))))
+            history += [(i, name, args) for i, name, args in _openai_calls(item) if i is not None]
+        return Messages(tuple(calls), tuple(results), tuple(history))
+
+    return read
+
+
 #: Message readers by name (a model-span convention names those that apply to it, in order).
 MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
     "genai_messages": _genai,
     "openinference_messages": _openinference,
     "openllmetry_flat": _openllmetry_flat,
+    "logfire_chat": _chat_reader(n.LOGFIRE_REQUEST_DATA, ("messages",), n.LOGFIRE_RESPONSE_DATA, ("message",)),
+    "langfuse_chat": _chat_reader(n.LANGFUSE_INPUT, ("messages",), n.LANGFUSE_OUTPUT, ()),
+    "mlflow_chat": _chat_reader(n.MLFLOW_SPAN_INPUTS, ("messages",), n.MLFLOW_SPAN_OUTPUTS, ("choices", 0, "message")),
 }
+
+
+#: Attributes (and key prefixes) in which the readers of :data:`MESSAGE_READERS` find a model call's output.
+_OUTPUT_KEYS = (n.GEN_AI_OUTPUT_MESSAGES, n.LITELLM_FUNCTION_CALL_NAME, n.LOGFIRE_RESPONSE_DATA, n.LANGFUSE_OUTPUT,
+                n.MLFLOW_SPAN_OUTPUTS)
+_OUTPUT_PREFIXES = ("llm.output_messages.", n.GEN_AI_COMPLETION_PREFIX)
+
+
+def tool_activity(attrs: Mapping[str, Any]) -> str | None:
+    """The attribute that says a model call asked for tools while its output is not recorded, or None.
+
+    Finish reasons (``tool_calls``, ``tool_use``, ``function_call``) are metadata, kept when message content is not:
+    with content off they are the only sign that the agent called tools at all. A span whose output is recorded is
+    read by the message readers instead.
+    """
+    key = _tool_finish(attrs)
+    if key is None or any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
+        return None
+    return key
+
+
+def _tool_finish(attrs: Mapping[str, Any]) -> str | None:
+    """The finish-reason attribute that names a tool call, or None."""
+    for key in (n.GEN_AI_RESPONSE_FINISH_REASONS, n.OI_LLM_FINISH_REASON):
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            parsed = _json(value) if value[:1] == "[" else value
+            value = parsed if parsed is not None else value
+        reasons = (value,) if isinstance(value, str) else value
+        if isinstance(reasons, (list, tuple)) and any(str(r) in _TOOL_FINISH for r in reasons):
+            return key
+    return None
 
 
 def read_messages(attrs: Mapping[str, Any], readers: Iterable[str]) -> Messages:

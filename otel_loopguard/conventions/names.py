@@ -93,6 +93,30 @@ TOOL_ARGUMENTS = "tool.arguments"
 # OpenLLMetry before gen_ai.operation.name.
 LLM_REQUEST_TYPE = "llm.request.type"
 
+# --- LLM-observability SDKs (read; see conventions/table.py) -----------------
+# Langfuse Python SDK v3 and later (OpenTelemetry-based): every observation is a span with a type.
+LANGFUSE_OBSERVATION_TYPE = "langfuse.observation.type"
+LANGFUSE_INPUT = "langfuse.observation.input"
+LANGFUSE_OUTPUT = "langfuse.observation.output"
+LF_TYPE_TOOL = "tool"
+LF_TYPE_GENERATION = "generation"
+LF_TYPE_AGENT = "agent"
+# MLflow tracing 3, native attributes: the values are JSON text (the span type with its quotes).
+MLFLOW_SPAN_TYPE = "mlflow.spanType"
+MLFLOW_SPAN_INPUTS = "mlflow.spanInputs"
+MLFLOW_SPAN_OUTPUTS = "mlflow.spanOutputs"
+ML_TYPE_TOOL = '"TOOL"'
+ML_TYPE_AGENT = '"AGENT"'
+ML_TYPE_MODELS = ('"CHAT_MODEL"', '"LLM"')
+# Pydantic Logfire instrument_openai(version=1): the request and response bodies as JSON text.
+LOGFIRE_REQUEST_DATA = "request_data"
+LOGFIRE_RESPONSE_DATA = "response_data"
+# Evidence that a model asked for tools, kept when content is not (conventions/model_calls.py, unread.py).
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+OI_LLM_FINISH_REASON = "llm.finish_reason"
+#: The tool name of a call known to have happened whose name was not recorded.
+UNREAD_TOOL = "_unread_tool"
+
 # --- OpenInference (read) ----------------------------------------------------
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
 OI_KIND_TOOL = "TOOL"

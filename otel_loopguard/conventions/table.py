@@ -268,6 +268,28 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
                       "-autogen-agentchat 0.1.22, -smolagents 0.1.43, -dspy 0.1.48",
     ),
     Convention(
+        name="langfuse",
+        title="Langfuse Python SDK v3 and later: `@observe(as_type=\"tool\")`, `start_as_current_observation"
+              "(as_type=\"tool\")`",
+        when=(_is(n.LANGFUSE_OBSERVATION_TYPE, n.LF_TYPE_TOOL),),
+        arguments=(attr(n.LANGFUSE_INPUT),),
+        result=(attr(n.LANGFUSE_OUTPUT),),
+        error=_ERROR_TYPE,
+        unwrap_arguments=("args_kwargs",),
+        unwrap_result=("json_string",),
+        recorded_from="langfuse 5.2.0",
+    ),
+    Convention(
+        name="mlflow",
+        title="MLflow tracing 3, native attributes: `@mlflow.trace(span_type=SpanType.TOOL)`",
+        when=(_is(n.MLFLOW_SPAN_TYPE, n.ML_TYPE_TOOL),),
+        arguments=(attr(n.MLFLOW_SPAN_INPUTS),),
+        result=(attr(n.MLFLOW_SPAN_OUTPUTS),),
+        error=_ERROR_TYPE,
+        unwrap_result=("json_string",),
+        recorded_from="mlflow 3.17.2",
+    ),
+    Convention(
         name="genai",
         title="OpenTelemetry GenAI `execute_tool`: pydantic-ai, openai-agents v2, LangGraph genai, AI SDK 7, "
               "Mastra 1.x, ADK default schema, AutoGen, MCP",
@@ -313,6 +335,8 @@ AGENT_SPANS: tuple[AgentSpans, ...] = (
     AgentSpans("mastra_legacy", (_is(n.GEN_AI_OPERATION_NAME, n.OP_MASTRA_AGENT_RUN),),
                (attr(n.GEN_AI_AGENT_NAME), attr(n.GEN_AI_AGENT_ID), attr(n.MASTRA_AGENT_ID))),
     AgentSpans("vercel_ai", (_is(n.AI_OPERATION_ID, *n.AI_RUN_OPERATIONS),), (attr(n.AI_TELEMETRY_FUNCTION_ID),)),
+    AgentSpans("langfuse", (_is(n.LANGFUSE_OBSERVATION_TYPE, n.LF_TYPE_AGENT),), (span_name(),)),
+    AgentSpans("mlflow", (_is(n.MLFLOW_SPAN_TYPE, n.ML_TYPE_AGENT),), (span_name(),)),
 )
 
 
@@ -335,8 +359,9 @@ class ModelSpans:
 #: Model-call conventions (a run's totals repeated on an agent or root span are never read: those are agent spans).
 MODEL_SPANS: tuple[ModelSpans, ...] = (
     # openai-v2 / genai-openai / genai-anthropic with SPAN_ONLY, OpenLLMetry >= 0.55, the anthropic SDK, LiteLLM.
+    # Pydantic Logfire's instrument_openai (version 1: request_data / response_data) is read here too.
     ModelSpans("genai", (_is(n.GEN_AI_OPERATION_NAME, *n.LLM_OPERATIONS),), "genai",
-               ("genai_messages", "openllmetry_flat")),
+               ("genai_messages", "openllmetry_flat", "logfire_chat")),
     ModelSpans("openinference", (_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_LLM),), "openinference",
                ("openinference_messages",)),
     ModelSpans("vercel_ai", (_is(n.AI_OPERATION_ID, *n.AI_MODEL_OPERATIONS),), "genai"),
@@ -345,4 +370,7 @@ MODEL_SPANS: tuple[ModelSpans, ...] = (
     # OpenLLMetry before the GenAI operation name (openai 0.54, anthropic 0.53): llm.request.type.
     ModelSpans("openllmetry_legacy", (_is(n.LLM_REQUEST_TYPE, "chat", "completion"),), "genai",
                ("openllmetry_flat",)),
+    # LLM-observability SDKs: the request and the response in the OpenAI Chat Completions shape.
+    ModelSpans("langfuse", (_is(n.LANGFUSE_OBSERVATION_TYPE, n.LF_TYPE_GENERATION),), "genai", ("langfuse_chat",)),
+    ModelSpans("mlflow", (_is(n.MLFLOW_SPAN_TYPE, *n.ML_TYPE_MODELS),), "genai", ("mlflow_chat",)),
 )

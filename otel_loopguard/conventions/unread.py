@@ -7,6 +7,9 @@ OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the tr
 * :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans) but no tool call can be read from them:
   no tool span of a known convention, and no tool call in the model spans' messages (content not captured, or
   written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of its model spans.
+* :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls) but
+  record neither the calls nor their results (content capture off), and the trace has no readable tool span: its
+  calls are judged as calls that cannot be compared (at most ``uncertain``). The keys named are the evidence seen.
 * :data:`UNKNOWN_ATTRIBUTES`: a tool span whose arguments or result were not found where its convention writes
   them, while it carries attributes (or span-event attributes) that look like content no convention reads. The
   keys named are those attributes: a ``[conventions.NAME]`` table can read them.
@@ -21,11 +24,14 @@ from typing import Any, NamedTuple
 
 from ..core.cache import BoundedCache
 from . import names as n
+from .model_calls import tool_activity
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
+    "CALLS_WITHOUT_CONTENT",
     "NO_TOOL_CALLS",
     "README_SECTION",
+    "TRACE_CAUSES",
     "UNKNOWN_ATTRIBUTES",
     "Unread",
     "UnreadTrace",
@@ -34,6 +40,9 @@ __all__ = [
 ]
 
 NO_TOOL_CALLS = "no_tool_calls"
+CALLS_WITHOUT_CONTENT = "calls_without_content"
+#: Causes known only when the whole trace has been read (``serve`` tells them in a later answer to the sender).
+TRACE_CAUSES = frozenset({NO_TOOL_CALLS, CALLS_WITHOUT_CONTENT})
 UNKNOWN_ATTRIBUTES = "unknown_attributes"
 #: Where the README explains what is read and how to make the rest readable.
 README_SECTION = "README.md, section 'Conventions read'"
@@ -113,6 +122,10 @@ class Unread(NamedTuple):
 def message(unread: Unread) -> str:
     """The one-line explanation of a cause, naming the keys seen and the README section (no attribute values)."""
     keys = ", ".join(unread.keys) if unread.keys else "none"
+    if unread.reason == CALLS_WITHOUT_CONTENT:
+        return (f"{unread.spans} model span(s) say tool calls happened but record neither the calls nor their "
+                f"results (message content not captured), so the calls cannot be compared and the trace is at most "
+                f"uncertain; evidence seen: {keys}; capture message content on spans, see {README_SECTION}")
     if unread.reason == NO_TOOL_CALLS:
         return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
                 f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
@@ -137,7 +150,8 @@ class UnreadTrace:
     model spans gave tool calls, then :meth:`causes` when the trace is done.
     """
 
-    __slots__ = ("_derived", "_last_keys", "_model_keys", "_model_spans", "_tool_calls", "_unknown", "_unknown_spans")
+    __slots__ = ("_activity", "_activity_spans", "_derived", "_last_keys", "_model_keys", "_model_spans", "_tool_calls",
+                 "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
@@ -147,6 +161,8 @@ class UnreadTrace:
         self._last_keys: frozenset[str] | None = None
         self._unknown: set[str] = set()
         self._unknown_spans = 0
+        self._activity: set[str] = set()
+        self._activity_spans = 0
 
     def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
              events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
@@ -168,8 +184,12 @@ class UnreadTrace:
         self._tool_calls += 1
 
     def model(self, attrs: Mapping[str, Any]) -> None:
-        """One model or agent span."""
+        """One model or agent span (one that says tool calls happened without recording them is noted)."""
         self._model_spans += 1
+        activity = tool_activity(attrs)
+        if activity is not None:
+            self._activity_spans += 1
+            self._activity.add(activity)
         if len(self._model_keys) < 4 * MAX_KEYS:
             keys = tuple(attrs)
             genai = _GENAI_KEYS.get(keys)
@@ -196,6 +216,8 @@ class UnreadTrace:
         self._derived += other._derived
         self._model_spans += other._model_spans
         self._unknown_spans += other._unknown_spans
+        self._activity_spans += other._activity_spans
+        self._activity.update(other._activity)
         if len(self._model_keys) < 4 * MAX_KEYS:
             self._model_keys.update(other._model_keys)
         if len(self._unknown) < 4 * MAX_KEYS:
@@ -211,7 +233,10 @@ class UnreadTrace:
         out = []
         if self._unknown_spans:
             out.append(Unread(UNKNOWN_ATTRIBUTES, _bounded(self._unknown), self._unknown_spans))
-        if self._model_spans and not self._tool_calls:
+        if self._activity_spans and self._tool_calls == self._derived:
+            # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
+            out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
+        elif self._model_spans and not self._tool_calls:
             out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans))
         return out
 

@@ -53,7 +53,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, g
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.span import SpanRecord
-from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, Unread, message
+from ..conventions.unread import MAX_KEYS, TRACE_CAUSES, Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
@@ -397,7 +397,7 @@ class Server:
             for cause in done.unread:
                 self._emitter.unread(cause.reason, cause.spans)
                 self._log_unread(cause)
-                if cause.reason == NO_TOOL_CALLS:
+                if cause.reason in TRACE_CAUSES:
                     self._owe(done.peers, cause)
             for agent, calls in done.agents:
                 self._emitter.agent_finished(agent, calls)

@@ -9,6 +9,8 @@ from otel_loopguard.conventions.table import TOOL_CONVENTIONS
 from otel_loopguard.conventions.unread import README_SECTION
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+#: The documentation page of the LLM-observability SDKs' conventions (their rows and versions are listed there).
+SDK_PAGE = Path(__file__).resolve().parents[2] / "docs" / "observability-sdks.md"
 
 
 def _section() -> str:
@@ -21,8 +23,8 @@ def _section() -> str:
 
 def test_every_convention_is_listed_with_the_versions_it_was_recorded_from() -> None:
     """Each tool-span row's recognising attribute value and every package version it was recorded from appear in
-    the README section the unread notes name."""
-    section = _section()
+    the README section the unread notes name (or, for the LLM-observability SDKs, on their documentation page)."""
+    section = _section() + SDK_PAGE.read_text(encoding="utf-8")
     for convention in TOOL_CONVENTIONS:
         for version in re.findall(r"\d+\.\d+\.\d+(?:b\d+)?", convention.recorded_from):
             assert version in section, (convention.name, version)

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from otel_loopguard import cli
-from otel_loopguard.conventions.unread import NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, UnreadTrace, unknown_content_keys
+from otel_loopguard.conventions.unread import (
+    CALLS_WITHOUT_CONTENT,
+    NO_TOOL_CALLS,
+    UNKNOWN_ATTRIBUTES,
+    UnreadTrace,
+    unknown_content_keys,
+)
 from tests.support.recorded_fixtures import FIXTURES
 
 
@@ -60,13 +66,27 @@ def test_unknown_content_attributes_are_named(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_no_readable_call_in_model_spans_is_named(capsys: pytest.CaptureFixture[str]) -> None:
-    """openai-v2 with EVENT_ONLY: six model spans, the content in log records: no call, and a note naming
-    SPAN_ONLY, the model spans' keys and the README section."""
-    report, text = _audit(capsys, str(FIXTURES / "model_spans" / "openai_v2_event__same_call_loop.json"))
+    """The anthropic SDK's own spans with content off: six model spans, no content and no finish reason: no call,
+    and a note naming SPAN_ONLY, the model spans' keys and the README section."""
+    report, text = _audit(capsys, str(FIXTURES / "model_spans" / "anthropic_sdk__no_content.json"))
     assert report["steps_used"] == 0
     [unread] = report["unread"]
     assert unread["reason"] == NO_TOOL_CALLS and unread["spans"] == 6
     assert "gen_ai.usage.input_tokens" in unread["keys"] and "SPAN_ONLY" in unread["message"]
+    assert text.count("  unread: ") == 1
+
+
+def test_calls_known_only_from_finish_reasons_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """openai-v2 with EVENT_ONLY: five of six model spans end with finish reason tool_calls, the content is in log
+    records: five calls that cannot be compared, uncertain at the third, and a note naming the evidence."""
+    report, text = _audit(capsys, str(FIXTURES / "model_spans" / "openai_v2_event__same_call_loop.json"))
+    assert report["steps_used"] == 5
+    assert report["verdict"] == "uncertain"
+    assert [(t["step"], t["to"], t["rule"]) for t in report["transitions"]] == [(2, "uncertain", "evidence")]
+    [unread] = report["unread"]
+    assert unread["reason"] == CALLS_WITHOUT_CONTENT and unread["spans"] == 5
+    assert unread["keys"] == ["gen_ai.response.finish_reasons"]
+    assert "cannot be compared" in unread["message"]
     assert text.count("  unread: ") == 1
 
 

@@ -46,10 +46,10 @@ def _renamed(tmp_path: Path, names: dict[str, str]) -> Path:
 
 def test_model_spans_without_readable_calls_are_counted_and_logged_once(
         harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
-    """openai-v2 with EVENT_ONLY: the messages are in log records, so none of the six chat spans yields a call.
-    Two runs (fresh trace ids): the counter holds 12 spans, the cause is logged once."""
+    """The anthropic SDK's own spans with content off: no message and no finish reason, so none of the six model
+    spans yields a call. Two runs (fresh trace ids): the counter holds 12 spans, the cause is logged once."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    records = list(read_spans(str(FIXTURES / "model_spans" / "openai_v2_event__same_call_loop.json")))
+    records = list(read_spans(str(FIXTURES / "model_spans" / "anthropic_sdk__no_content.json")))
     replay_spans(harness.provider, records)
     replay_spans(harness.provider, records)
     assert _points(harness) == {NO_TOOL_CALLS: 12}

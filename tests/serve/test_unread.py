@@ -1,8 +1,9 @@
 """Unread input through ``serve``: an OTLP ``partial_success`` (``rejected_spans = 0``, an ``error_message``) on
 every transport, the counter ``loopguard.spans.unread{reason}``, one WARNING per cause, a note on the report.
 
-Expected counts come from the generator's scenario: ``same_call_loop`` is five scripted tool calls and a final
-answer, so six model calls (one chat span each) in openai-v2's ``EVENT_ONLY`` recording, none of them readable.
+Expected counts come from the generator's scenario: ``no_content`` is five scripted tool calls and a final answer,
+so six model calls, each one span of the anthropic SDK's own with content off (no message, no finish reason): none
+of them readable.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.serve._support import EXPORT_METHOD, Harness, post, to_proto
 from tests.support.recorded_fixtures import FIXTURES
 
 LOGGER = "otel_loopguard.serve.server"
-UNREADABLE = FIXTURES / "model_spans" / "openai_v2_event__same_call_loop.json"
+UNREADABLE = FIXTURES / "model_spans" / "anthropic_sdk__no_content.json"
 READABLE = FIXTURES / "model_spans" / "openai_v2_span__same_call_loop.json"
 
 
