@@ -82,6 +82,18 @@ JUDGED_SOURCES = (
 )
 
 
+#: Agent loops traced by LLM-observability SDKs (``otlp/obs_sdk``, ``MANIFEST-obs-sdk.json``): the scenarios
+#: ``same_call_loop``, ``ping_pong``, ``pagination``, ``healthy`` and, where the SDK has a content switch,
+#: ``no_content`` (judged by their own tests, so the seven-scenario checks above do not apply).
+OBS_SDK_FIXTURES = FIXTURES / "obs_sdk"
+OBS_SDK_SOURCES = ("langfuse", "logfire_v1", "mlflow")
+
+
+def obs_sdk_fixture_files() -> list[Path]:
+    """The fixture files of the LLM-observability SDKs, sorted by name."""
+    return sorted(OBS_SDK_FIXTURES.glob("*__*.json"))
+
+
 #: Sources that ``audit`` reads right and the processor and ``serve`` do not yet (none).
 AUDIT_ONLY_SOURCES: tuple[str, ...] = ()
 

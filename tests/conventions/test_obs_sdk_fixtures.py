@@ -1,0 +1,88 @@
+"""Traces of the LLM-observability SDKs (Langfuse, MLflow, Pydantic Logfire v1), recorded from the real packages:
+``audit`` reads the scripted calls and says what the scenario table says (``tests/support/scenario_expectations.py``,
+derived by hand: loops stuck with their period, pagination and healthy working, content off uncertain).
+
+Before these conventions, every one of these traces read as zero tool calls and ``working``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_loopguard import cli
+from otel_loopguard.conventions.traces import StepReader
+from otel_loopguard.otlp.read import read_spans
+from tests.support.recorded_fixtures import OBS_SDK_FIXTURES, OBS_SDK_SOURCES, obs_sdk_fixture_files
+from tests.support.scenario_expectations import expected
+
+FILES = obs_sdk_fixture_files()
+MANIFEST = {row["file"]: row for row in json.loads((OBS_SDK_FIXTURES / "MANIFEST-obs-sdk.json").read_text())}
+GENERATE = Path(__file__).resolve().parents[1] / "fixtures" / "generate"
+sys.path.insert(0, str(GENERATE))
+try:
+    import pydantic_ai_runs as scripted  # the scenario table every generator plays
+finally:
+    sys.path.remove(str(GENERATE))
+SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
+
+
+def _parts(path: Path) -> tuple[str, str]:
+    source, scenario = path.stem.split("__", 1)
+    return source, scenario
+
+
+def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    cli.main(["audit", "--json", str(path)])
+    [report] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    return report
+
+
+def test_every_sdk_and_scenario_is_recorded() -> None:
+    """Three SDKs, four scenarios each, and Langfuse (the one with a content switch) also with content off."""
+    seen = {_parts(p) for p in FILES}
+    base = {"same_call_loop", "ping_pong", "pagination", "healthy"}
+    assert {s for s, _ in seen} == set(OBS_SDK_SOURCES)
+    for source in OBS_SDK_SOURCES:
+        want = base | ({"no_content"} if source == "langfuse" else set())
+        assert {scenario for s, scenario in seen if s == source} == want, source
+    assert set(MANIFEST) == {p.name for p in FILES}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_audit_says_what_the_scenario_says(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Loops stuck with the right period (nudge, then stop), pagination and healthy working, content off uncertain;
+    no unread note (everything these SDKs record is read)."""
+    source, scenario = _parts(path)
+    want = expected(source, scenario)
+    assert want.steps == len(MANIFEST[path.name]["tool_calls"]), "the hand-derived count disagrees with the recording"
+    want.check(_audit(path, capsys))
+
+
+def _calls(path: Path) -> list[Any]:
+    reader = StepReader(context=False)
+    steps = [reader.read(span) for span in read_spans(str(path))]
+    return [s.call for s in sorted((s for s in steps if getattr(s, "call", None) is not None),
+                                   key=lambda s: s.start_ns)]
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if not p.stem.startswith("logfire")], ids=lambda p: p.stem)
+def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
+    """Langfuse and MLflow tool spans: the tool names, the arguments as the model sent them (Langfuse's
+    ``{"args": [], "kwargs": {...}}`` envelope peeled off) and the tools' results; with content off, neither."""
+    source, scenario_name = _parts(path)
+    scenario = SCENARIOS[scenario_name]
+    calls = _calls(path)
+    assert [c.tool for c in calls] == [name for name, _ in scenario.calls]
+    box = scripted.ToolBox()
+    for call, (name, args) in zip(calls, scenario.calls):
+        if not scenario.content_captured:
+            assert not call.arguments_captured and not call.result_captured
+            continue
+        assert json.loads(call.arguments) == json.loads(args)
+        assert call.result == box.functions[name](**json.loads(args))
