@@ -75,7 +75,7 @@ def _calls(path: Path) -> list[Any]:
 def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
     """Langfuse and MLflow tool spans: the tool names, the arguments as the model sent them (Langfuse's
     ``{"args": [], "kwargs": {...}}`` envelope peeled off) and the tools' results; with content off, neither."""
-    source, scenario_name = _parts(path)
+    _source, scenario_name = _parts(path)
     scenario = SCENARIOS[scenario_name]
     calls = _calls(path)
     assert [c.tool for c in calls] == [name for name, _ in scenario.calls]
