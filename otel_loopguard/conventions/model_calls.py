@@ -28,15 +28,25 @@ model spans and no readable call, which :mod:`.unread` reports.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from ..core.cost import Usage
 from ..core.judge import Step
 from ..core.model import ToolCall
 from . import names as n
 
-__all__ = ["MESSAGE_READERS", "ORIGIN_DERIVED", "Turn", "TurnJudge", "read_messages", "tool_activity"]
+__all__ = [
+    "MESSAGE_READERS",
+    "ORIGIN_DERIVED",
+    "Turn",
+    "TurnJudge",
+    "by_occurrence",
+    "read_messages",
+    "synthetic_id",
+    "tool_activity",
+]
 
 #: :attr:`Step.origin` of a tool call derived from model spans.
 ORIGIN_DERIVED = "model.tool_call"
@@ -323,7 +333,11 @@ def _tool_finish(attrs: Mapping[str, Any]) -> str | None:
 
 
 def read_messages(attrs: Mapping[str, Any], readers: Iterable[str]) -> Messages:
-    """The tool-call content of a model span: calls from the first reader that finds any, results merged."""
+    """The tool-call content of a model span: calls from the first reader that finds any, results merged.
+
+    A call id that repeats in one input (Gemini's ``search_0`` on every turn) names a new call each time: its
+    occurrences are numbered (:func:`by_occurrence`), as :class:`TurnJudge` numbers the calls asked for.
+    """
     calls: tuple[tuple[str | None, str, Any], ...] = ()
     results: list[tuple[str, Any]] | None = None
     history: list[tuple[str, str, Any]] = []
@@ -334,9 +348,37 @@ def read_messages(attrs: Mapping[str, Any], readers: Iterable[str]) -> Messages:
         if not calls:
             calls = messages.calls
         if messages.results is not None:
-            results = [*(results or ()), *messages.results]
-        history += messages.history
+            results = [*(results or ()), *by_occurrence(messages.results)]
+        history += by_occurrence(messages.history)
     return Messages(calls, tuple(results) if results is not None else None, tuple(history))
+
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
+
+
+def by_occurrence(items: Sequence[_T]) -> Sequence[_T]:
+    """Items keyed by call id (first field), a repeated id numbered by its occurrence: ``id``, ``id#1``, ``id#2``.
+
+    The n-th result of ``search_0`` in a request answers the n-th call asked for as ``search_0``.
+    """
+    if len({item[0] for item in items}) == len(items):
+        return items
+    seen: dict[Any, int] = {}
+    out = []
+    for item in items:
+        count = seen.get(item[0], 0)
+        seen[item[0]] = count + 1
+        out.append(item if not count else (f"{item[0]}#{count}", *item[1:]))
+    return out  # type: ignore[return-value]
+
+
+#: A call id made of a tool name and a counter (Gemini's ``search_0``): synthesised per request, never an identity.
+_SYNTHETIC_ID = re.compile(r"[A-Za-z_][\w.-]*_\d+")
+
+
+def synthetic_id(call_id: str) -> bool:
+    """Whether a call id has the shape ``<tool>_<n>`` (it is then never used to merge two calls)."""
+    return _SYNTHETIC_ID.fullmatch(call_id) is not None
 
 
 # -- the trace's turns, as judge steps ---------------------------------------------------------------------------------
@@ -347,6 +389,13 @@ class _Pending(NamedTuple):
     call_id: str | None
     tool: str
     arguments: Any
+
+
+def _same_call(a: Turn, b: Turn) -> bool:
+    """Whether two model spans record one model call: the same response id, or spans that overlap in time."""
+    if a.response_id is not None and a.response_id == b.response_id:
+        return True
+    return a.start_ns < b.end_ns and b.start_ns < a.end_ns
 
 
 class TurnJudge:
@@ -360,7 +409,7 @@ class TurnJudge:
     turn that records its input; a call whose result never comes is judged without one at :meth:`finish`.
     """
 
-    __slots__ = ("_counted", "_counted_parents", "_emitted", "_known", "_pending", "_responses", "derive",
+    __slots__ = ("_asked", "_counted", "_counted_parents", "_emitted", "_known", "_pending", "_responses", "derive",
                  "derived")
 
     def __init__(self, derive: bool = True) -> None:
@@ -373,6 +422,8 @@ class TurnJudge:
         self._pending: list[_Pending] = []
         self._known: set[str] = set()
         self._emitted: set[str] = set()
+        # The turns that asked for each call id (a repeated id is a new call unless it is the same model call).
+        self._asked: dict[str, list[Turn]] = {}
 
     @property
     def pending(self) -> int:
@@ -422,17 +473,37 @@ class TurnJudge:
 
     def _request(self, turn: Turn) -> None:
         for index, (call_id, tool, arguments) in enumerate(turn.calls):
-            if call_id is not None:
-                # One call recorded by two spans (an instrumentation's and the SDK's own): asked for once.
-                if call_id in self._known:
+            if call_id is not None and not synthetic_id(call_id):
+                call_id = self._identity(call_id, turn)
+                if call_id is None:
                     continue
-                self._known.add(call_id)
             elif turn.response_id is not None:
+                # No id, or one made of the tool's name and a counter: one model call is known by its response id.
                 key = f"{turn.response_id}#{index}"
                 if key in self._known:
                     continue
                 self._known.add(key)
+            if call_id is not None and synthetic_id(call_id):
+                call_id = self._numbered(call_id, turn)
             self._pending.append(_Pending(turn, index, call_id, tool, arguments))
+
+    def _identity(self, call_id: str, turn: Turn) -> str | None:
+        """The key of a requested call, or None when it is a call already asked for.
+
+        One call recorded by two spans (an instrumentation's and the SDK's own: the same response id, or spans that
+        overlap in time) is asked for once. The same id from another model turn is a new call: numbered by occurrence.
+        """
+        turns = self._asked.get(call_id)
+        if turns is not None and any(_same_call(other, turn) for other in turns):
+            return None
+        return self._numbered(call_id, turn)
+
+    def _numbered(self, call_id: str, turn: Turn) -> str:
+        turns = self._asked.setdefault(call_id, [])
+        key = f"{call_id}#{len(turns)}" if turns else call_id
+        turns.append(turn)
+        self._known.add(key)
+        return key
 
     def _complete(self, turn: Turn) -> list[Step]:
         results = dict(turn.results or ())

@@ -16,6 +16,7 @@ from otel_loopguard import cli
 from otel_loopguard.conventions.unread import CALLS_WITHOUT_CONTENT
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness
+from tests.support.chat_traces import repeated_id_chat
 from tests.support.recorded_fixtures import FIXTURES, obs_sdk_fixture_files
 from tests.support.scenario_expectations import expected
 from tests.support.span_replay import replay_spans
@@ -79,3 +80,16 @@ def test_calls_known_only_from_finish_reasons_are_uncertain_and_noted(
     assert [(p["attributes"]["loopguard.unread.reason"], p["value"]) for p in points] == [(CALLS_WITHOUT_CONTENT, 5)]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "gen_ai.response.finish_reasons" in warnings[0]
+
+
+def test_a_call_id_repeated_on_every_turn_does_not_merge_the_calls(harness: Harness, tmp_path: Path) -> None:
+    """Gemini's chats: six turns ask for the same search as ``search_0`` (then one answers): the processor judges six
+    calls, stuck with period 1 at the third (step 2) and stopped at the fourth, as ``audit`` does."""
+    path = tmp_path / "chat.json"
+    repeated_id_chat(path, 6)
+    replay_spans(harness.provider, list(read_spans(str(path))))
+    transitions = [(e.transition.step, e.verdict.kind, e.verdict.rule, e.verdict.period)
+                   for e in harness.events if e.transition]
+    assert transitions == [(2, "stuck", "period", 1)]
+    assert [(e.intervention.step, e.intervention.action) for e in harness.events if e.intervention] == [
+        (2, "nudge"), (3, "stop")]

@@ -6,9 +6,11 @@ finish reasons is uncertain and its sender is told why in an OTLP ``partial_succ
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from otel_loopguard.conventions.unread import CALLS_WITHOUT_CONTENT
 from tests.serve._support import Harness, as_reference, audit_reports, post
+from tests.support.chat_traces import repeated_id_chat
 from tests.support.recorded_fixtures import FIXTURES, obs_sdk_fixture_files
 from tests.support.scenario_expectations import expected
 
@@ -56,3 +58,20 @@ def test_calls_known_only_from_finish_reasons_are_told_to_the_sender() -> None:
     assert doc["steps_used"] == 5 and doc["verdict"] == "uncertain"
     assert [(t["step"], t["to"], t["rule"]) for t in doc["transitions"]] == [(2, "uncertain", "evidence")]
     assert [u["reason"] for u in doc["unread"]] == [CALLS_WITHOUT_CONTENT]
+
+
+def test_a_call_id_repeated_on_every_turn_does_not_merge_the_calls(tmp_path: Path) -> None:
+    """Gemini's chats: six turns ask for the same search as ``search_0`` (then one answers): serve judges six calls,
+    stuck with period 1 at the third (step 2), exactly as audit does."""
+    path = tmp_path / "chat.json"
+    repeated_id_chat(path, 6)
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        assert h.wait_reports(1)
+        [report] = h.reports
+    doc = report.as_dict()
+    assert doc["steps_used"] == 6 and doc["verdict"] == "stuck" and doc["period"] == 1
+    assert [(t["step"], t["to"], t["rule"]) for t in doc["transitions"]] == [(2, "stuck", "period")]
+    assert as_reference([report]) == audit_reports([path])

@@ -1,0 +1,54 @@
+"""A chat traced only at the model client whose every call id is ``search_0`` (Gemini's synthesised ids), written as
+an OTLP/JSON file through a real SDK ``TracerProvider`` (for the call-identity tests of every path)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_loopguard.testing import write_otlp_json
+
+__all__ = ["repeated_id_chat"]
+
+MS = 1_000_000
+ARGS = {"query": "weather in Paris"}
+RESULT = "Paris: 18C, light rain."
+
+
+def _messages(turn: int, last: bool) -> tuple[str, str]:
+    """(input, output) messages of model turn ``turn`` in the GenAI conventions, every call id ``search_0``; the
+    ``last`` turn answers in text."""
+    history: list[dict] = [{"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]}]
+    for _ in range(turn):
+        history.append({"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "search_0", "name": "search", "arguments": ARGS}]})
+        history.append({"role": "user", "parts": [
+            {"type": "tool_call_response", "id": "search_0", "response": RESULT}]})
+    part = ({"type": "text", "content": "Light rain."} if last else
+            {"type": "tool_call", "id": "search_0", "name": "search", "arguments": ARGS})
+    return json.dumps(history), json.dumps([{"role": "assistant", "finish_reason": "stop", "parts": [part]}])
+
+
+def repeated_id_chat(path: Path, calls: int) -> None:
+    """A chat whose model spans (no tool span) ask for the same call ``calls`` times, one turn after another, and
+    then answer."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("chat")
+    root = tracer.start_span("chat session", start_time=1 * MS)
+    context = trace.set_span_in_context(root)
+    for turn in range(calls + 1):
+        start = (10 + 20 * turn) * MS
+        inputs, outputs = _messages(turn, turn == calls)
+        span = tracer.start_span("generate_content gemini", context=context, start_time=start, attributes={
+            "gen_ai.operation.name": "generate_content", "gen_ai.input.messages": inputs,
+            "gen_ai.output.messages": outputs})
+        span.end(end_time=start + 10 * MS)
+    root.end(end_time=(30 + 20 * calls) * MS)
+    write_otlp_json(exporter.get_finished_spans(), str(path))
