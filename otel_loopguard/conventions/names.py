@@ -71,7 +71,7 @@ GEN_AI_PROMPT_PREFIX = "gen_ai.prompt."
 LITELLM_FUNCTION_CALL_NAME = "gen_ai.completion.0.function_call.name"
 LITELLM_FUNCTION_CALL_ARGUMENTS = "gen_ai.completion.0.function_call.arguments"
 #: Prefixes of the model-span attribute keys named when a trace's tool calls cannot be read.
-GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "ai.")
+GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "ai.", "langfuse.observation.", "mlflow.span", "traceloop.")
 MASTRA_INPUT = "input"
 MASTRA_OUTPUT = "output"
 MASTRA_ERROR = "error"

@@ -19,6 +19,7 @@ This module classifies; the paths report.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -80,9 +81,13 @@ KNOWN_KEYS = _known_keys()
 _BUILT_IN = frozenset(c.name for c in TOOL_CONVENTIONS)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def _content_like(key: str) -> bool:
-    # The key's last word: ``acme.tool_input`` and ``myfw.output`` are content, ``acme.request_id`` is not.
-    last = key.rsplit(".", 1)[-1].lower().replace("-", "_").rsplit("_", 1)[-1]
+    # The key's last word: ``acme.tool_input``, ``mlflow.toolInput`` and ``myfw.output`` are content,
+    # ``acme.request_id`` is not.
+    last = _CAMEL.sub("_", key.rsplit(".", 1)[-1]).lower().replace("-", "_").rsplit("_", 1)[-1]
     return last in _CONTENT_WORDS
 
 

@@ -86,3 +86,51 @@ def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
             continue
         assert json.loads(call.arguments) == json.loads(args)
         assert call.result == box.functions[name](**json.loads(args))
+
+
+def _rewritten(tmp_path: Path, name: str, keys: dict[str, str], drop: frozenset[str] = frozenset()) -> Path:
+    """A recorded SDK trace with attribute keys renamed (``keys``) and spans of the observation types in ``drop``
+    removed."""
+    doc = json.loads((OBS_SDK_FIXTURES / name).read_text())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            kept = []
+            for span in ss["spans"]:
+                attrs = span.get("attributes", [])
+                if any(a["key"] == "langfuse.observation.type" and a["value"].get("stringValue") in drop
+                       for a in attrs):
+                    continue
+                for attr in attrs:
+                    attr["key"] = keys.get(attr["key"], attr["key"])
+                kept.append(span)
+            ss["spans"] = kept
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_tool_spans_with_content_where_no_convention_reads_it_are_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """MLflow TOOL spans whose arguments and result sit under keys no convention reads: five unread tool spans named
+    with those keys (never their values), and the loop is uncertain, not stuck and not working."""
+    path = _rewritten(tmp_path, "mlflow__same_call_loop.json",
+                      {"mlflow.spanInputs": "mlflow.toolInput", "mlflow.spanOutputs": "mlflow.toolOutput"})
+    report = _audit(path, capsys)
+    [unread] = report["unread"]
+    assert (unread["reason"], unread["keys"], unread["spans"]) == (
+        "unknown_attributes", ["mlflow.toolInput", "mlflow.toolOutput"], 5)
+    assert "weather in Paris" not in unread["message"]
+    assert report["verdict"] == "uncertain"
+    assert [(t["step"], t["to"], t["rule"]) for t in report["transitions"]] == [(2, "uncertain", "evidence")]
+
+
+def test_generations_without_readable_calls_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Langfuse trace of generations only (no tool observation) whose output is not recorded: six model spans, no
+    call, and the note names the Langfuse keys seen."""
+    path = _rewritten(tmp_path, "langfuse__same_call_loop.json", {"langfuse.observation.output": "app.hidden"},
+                      drop=frozenset({"tool"}))
+    report = _audit(path, capsys)
+    assert report["steps_used"] == 0
+    [unread] = report["unread"]
+    assert unread["reason"] == "no_tool_calls" and unread["spans"] == 7  # six generations and the agent observation
+    assert "langfuse.observation.type" in unread["keys"] and "langfuse.observation.input" in unread["keys"]
