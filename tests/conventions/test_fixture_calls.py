@@ -10,7 +10,6 @@ tool returned; with content off, no argument is read as recorded.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,10 @@ from tests.support.scenario_expectations import (
     expected,
     manifest_rows,
     opaque_calls,
+    scripted_table,
 )
 
-GENERATE = Path(__file__).resolve().parents[1] / "fixtures" / "generate"
-sys.path.insert(0, str(GENERATE))
-try:
-    import pydantic_ai_runs as scripted  # the scenario table and tools shared by every non-LangGraph generator
-finally:
-    sys.path.remove(str(GENERATE))
+scripted = scripted_table()  # the scenario table and tools shared by every non-LangGraph generator
 
 SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
 ROWS = manifest_rows()

@@ -8,7 +8,6 @@ Before these conventions, every one of these traces read as zero tool calls and 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,11 @@ from otel_loopguard import cli
 from otel_loopguard.conventions.traces import StepReader
 from otel_loopguard.otlp.read import read_spans
 from tests.support.recorded_fixtures import OBS_SDK_FIXTURES, OBS_SDK_SOURCES, obs_sdk_fixture_files
-from tests.support.scenario_expectations import expected
+from tests.support.scenario_expectations import expected, scripted_table
 
 FILES = obs_sdk_fixture_files()
 MANIFEST = {row["file"]: row for row in json.loads((OBS_SDK_FIXTURES / "MANIFEST-obs-sdk.json").read_text())}
-GENERATE = Path(__file__).resolve().parents[1] / "fixtures" / "generate"
-sys.path.insert(0, str(GENERATE))
-try:
-    import pydantic_ai_runs as scripted  # the scenario table every generator plays
-finally:
-    sys.path.remove(str(GENERATE))
+scripted = scripted_table()  # the scenario table and tools shared by every non-LangGraph generator
 SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
 
 

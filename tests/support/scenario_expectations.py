@@ -43,9 +43,12 @@ Source differences, from the fixtures README:
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from tests.support.recorded_fixtures import AUDIT_ONLY_SOURCES, FIXTURE_DIRS, JUDGED_SOURCES, MODEL_SPAN_SOURCES
@@ -149,6 +152,17 @@ def expected(source: str, scenario: str) -> Expected:
     if source in CLOSING_CALL_SOURCES:
         return Expected(base.steps + 1, base.transitions, base.interventions, None, exact=False)
     return base
+
+
+def scripted_table() -> ModuleType:
+    """``tests/fixtures/generate/pydantic_ai_runs.py``: the scenario table and the tools every non-LangGraph
+    generator plays (imported without its framework)."""
+    generate = str(Path(__file__).resolve().parents[1] / "fixtures" / "generate")
+    sys.path.insert(0, generate)
+    try:
+        return importlib.import_module("pydantic_ai_runs")
+    finally:
+        sys.path.remove(generate)
 
 
 @dataclass(frozen=True)
