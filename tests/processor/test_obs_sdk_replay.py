@@ -32,7 +32,7 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 
 
 def _as_audit(harness: Harness, trace_id: int) -> dict[str, Any]:
-    """The processor's verdict events of one trace, in ``audit --json``'s shape."""
+    """The processor's verdict events of one trace, and its unread counter's reasons, in ``audit --json``'s shape."""
     events = [e for e in harness.events if e.trace_id == trace_id]
     transitions = [{"step": e.transition.step, "call": e.transition.step + 1, "from": e.transition.previous,
                     "to": e.verdict.kind, "rule": e.verdict.rule,
@@ -41,7 +41,9 @@ def _as_audit(harness: Harness, trace_id: int) -> dict[str, Any]:
     interventions = [{**e.intervention.as_dict(), "call": e.intervention.step + 1} for e in events if e.intervention]
     steps = harness.metrics().get("loopguard.trace.steps", {"points": []})["points"]
     last = events[-1].verdict if events else None
+    unread = harness.metrics().get("loopguard.spans.unread", {"points": []})["points"]
     return {"transitions": transitions, "interventions": interventions,
+            "unread": [{"reason": p["attributes"]["loopguard.unread.reason"]} for p in unread],
             "verdict": last.kind if last is not None else "working",
             "period": last.period if last is not None and last.kind == "stuck" else None,
             "steps_used": steps[0]["sum"] if steps else 0}
@@ -51,7 +53,8 @@ def _as_audit(harness: Harness, trace_id: int) -> dict[str, Any]:
 def test_processor_says_what_the_scenario_says(path: Path, harness: Harness,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """Each SDK's loops are stuck with their period, pagination and healthy runs working, content off uncertain,
-    exactly as ``audit`` judges the same file; nothing is reported unread and nothing fails in the processor."""
+    exactly as ``audit`` judges the same file; only what the scenario table says is reported unread, and nothing fails
+    in the processor."""
     records = list(read_spans(str(path)))
     result = replay_spans(harness.provider, records, ids=harness.ids)
     [trace_id] = set(result.trace_ids.values())
@@ -61,7 +64,7 @@ def test_processor_says_what_the_scenario_says(path: Path, harness: Harness,
     expected(source, scenario).check(mine)
     for key in ("transitions", "interventions", "verdict", "steps_used"):
         assert mine[key] == audit[key], key
-    assert harness.metrics().get("loopguard.spans.unread") is None
+    assert mine["unread"] == [{"reason": u["reason"]} for u in audit.get("unread", [])]
     assert harness.processor.errors == 0
 
 

@@ -19,7 +19,7 @@ FILES = obs_sdk_fixture_files()
 
 def test_sdk_traces_are_judged_as_the_scenarios_say() -> None:
     """Every recorded SDK trace posted as OTLP/JSON: loops stuck with their period, pagination and healthy working,
-    content off uncertain, no unread note, and each report equal to audit's for that file."""
+    content off uncertain, unread notes only where the scenario table says, each report equal to audit's."""
     with Harness() as h:
         for path in FILES:
             status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")

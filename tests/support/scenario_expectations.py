@@ -33,7 +33,8 @@ Source differences, from the fixtures README:
   spans' messages, so with content recorded on the spans every scenario is as above; with content off, or written
   to log records instead of spans (openai-v2 and genai-openai ``EVENT_ONLY``, openai-v2's older event format), or
   overwritten on the user's span (LiteLLM's default), no call can be read: 0 steps, no transition, and the trace
-  says so (unread reason ``no_tool_calls``) -- unless the model spans keep their finish reasons (every source but
+  says so (unread reason ``no_tool_calls``; google-genai's chats with content off too: Gemini's finish reason is
+  ``STOP`` after a function call as after text) -- unless the model spans keep their finish reasons (every source but
   the anthropic SDK's own spans, OpenLLMetry before 0.55 and LiteLLM): a finish reason naming tool calls says one
   call happened in that turn, so each tool-calling turn is one call that cannot be compared (no name, no
   arguments, no result). All such calls look alike: the third (step 2) is a repetition without evidence,
@@ -51,7 +52,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tests.support.recorded_fixtures import AUDIT_ONLY_SOURCES, FIXTURE_DIRS, JUDGED_SOURCES, MODEL_SPAN_SOURCES
+from tests.support.recorded_fixtures import (
+    AUDIT_ONLY_SOURCES,
+    FIXTURE_DIRS,
+    JUDGED_SOURCES,
+    MODEL_SPAN_SOURCES,
+    OBS_MODEL_SPAN_SOURCES,
+)
 
 #: Sources whose runs end with a call of the framework's own (smolagents final_answer, DSPy finish).
 CLOSING_CALL_SOURCES = frozenset({"smolagents_openinference", "smolagents_code_openinference", "dspy_openinference"})
@@ -142,7 +149,8 @@ def expected(source: str, scenario: str) -> Expected:
         # Every scenario has at least three calls: the third is the first repetition, without evidence.
         return Expected(base.steps, ((2, "uncertain", "evidence"),), (), frozenset({"uncertain"}),
                         unread=("calls_without_content",))
-    if source in UNREADABLE_SOURCES or (source in MODEL_SPAN_SOURCES and scenario == "no_content"):
+    model_spans_only = source in MODEL_SPAN_SOURCES or source in OBS_MODEL_SPAN_SOURCES
+    if source in UNREADABLE_SOURCES or (model_spans_only and scenario == "no_content"):
         return _NOTHING_READ
     if source in NO_CONTENT_SOURCES:
         step = _NO_CONTENT_REPEAT.get(scenario)
