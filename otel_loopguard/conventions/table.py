@@ -269,8 +269,8 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
     ),
     Convention(
         name="langfuse",
-        title="Langfuse Python SDK v3 and later: `@observe(as_type=\"tool\")`, `start_as_current_observation"
-              "(as_type=\"tool\")`",
+        title='Langfuse Python SDK v3 and later: `@observe(as_type="tool")`, '
+              '`start_as_current_observation(as_type="tool")`',
         when=(_is(n.LANGFUSE_OBSERVATION_TYPE, n.LF_TYPE_TOOL),),
         arguments=(attr(n.LANGFUSE_INPUT),),
         result=(attr(n.LANGFUSE_OUTPUT),),
