@@ -12,9 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_loopguard import cli
+from otel_loopguard.conventions.extract import Extractor
+from otel_loopguard.conventions.names import UNREAD_TOOL
 from otel_loopguard.conventions.model_calls import Turn, TurnJudge, by_occurrence, synthetic_id
+from otel_loopguard.conventions.unread import UnreadTrace
 from otel_loopguard.core.cost import Usage
 from tests.support.chat_traces import repeated_id_chat
 
@@ -70,3 +75,31 @@ def test_a_tool_name_and_counter_is_never_an_identity() -> None:
     assert judge.pending == 1
     assert synthetic_id("search_0") and synthetic_id("get_weather_12")
     assert not synthetic_id("call_uvmWX5DjwaYuQiZRbu5m3aM4") and not synthetic_id("toolu_01A09q90qw90lq917835lq9")
+
+
+_ODD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=40),
+    st.sampled_from(['["tool_calls"]', "[", '{"message": 1}', '{"messages": [1, {"role": "tool"}]}',
+                     '{"choices": [{"message": {"tool_calls": [{"function": "x"}, 3]}}]}', "tool_use"]),
+    st.lists(st.one_of(st.text(max_size=10), st.integers(), st.none()), max_size=4),
+)
+_KEYS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "request_data", "response_data",
+         "langfuse.observation.input", "langfuse.observation.output", "mlflow.spanInputs", "mlflow.spanOutputs")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _ODD_VALUES, max_size=6),
+       st.sampled_from([{"gen_ai.operation.name": "chat"}, {"langfuse.observation.type": "generation"},
+                        {"mlflow.spanType": '"CHAT_MODEL"'}]))
+def test_odd_values_in_the_new_keys_never_raise(values: dict, marker: dict) -> None:
+    """Whatever the SDK keys and finish reasons hold (broken JSON, numbers, lists of anything), a model span is
+    read without raising, and at most one call that cannot be compared is derived from it."""
+    attrs = {**marker, **values}
+    turn = Extractor().model_turn(attrs, "chat", 1, None, 0, 10)
+    assert turn is not None
+    assert all(isinstance(name, str) for _, name, _ in turn.calls)
+    opaque = [call for call in turn.calls if call[1] == UNREAD_TOOL]
+    assert not opaque or turn.calls == ((None, UNREAD_TOOL, None),)
+    trace = UnreadTrace()
+    trace.model(attrs)
+    trace.causes()
