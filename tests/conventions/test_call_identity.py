@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from otel_loopguard import cli
 from otel_loopguard.conventions.extract import Extractor
-from otel_loopguard.conventions.names import UNREAD_TOOL
 from otel_loopguard.conventions.model_calls import Turn, TurnJudge, by_occurrence, synthetic_id
+from otel_loopguard.conventions.names import UNREAD_TOOL
 from otel_loopguard.conventions.unread import UnreadTrace
 from otel_loopguard.core.cost import Usage
 from tests.support.chat_traces import repeated_id_chat
