@@ -13,7 +13,9 @@ output) and, in the next call's input, their results. This module reads them:
   - OpenInference (``llm.output_messages.N.message.tool_calls.M.tool_call.*``; results as
     ``llm.input_messages.K.message`` with role ``tool``),
   - OpenLLMetry before the GenAI messages (``gen_ai.completion.N.tool_calls.M.*``; results as ``gen_ai.prompt.K``
-    with role ``tool``, or Anthropic ``tool_result`` blocks in a ``user`` prompt);
+    with role ``tool``, or Anthropic ``tool_result`` blocks in a ``user`` prompt),
+  - the OpenAI Chat Completions request and response as JSON text (Logfire ``instrument_openai`` version 1,
+    Langfuse generations, MLflow chat spans: one reader, :func:`_chat_reader`);
 
 * :class:`TurnJudge` turns a trace's model turns, in end order, into judge steps: each model call's usage once
   (an instrumentation's span and the Anthropic SDK's own span of one call share a ``gen_ai.response.id``; ADK's
@@ -21,8 +23,14 @@ output) and, in the next call's input, their results. This module reads them:
   per requested call, its result taken from the first later input that holds it (matched by call id: ids are
   volatile, never part of a signature). Derived steps have origin :data:`ORIGIN_DERIVED`.
 
-Content written to log records instead of spans (openai-v2 ``EVENT_ONLY``) is not on the spans: those traces have
-model spans and no readable call, which :mod:`.unread` reports.
+Call identity: a call id joins a call with its result, and one call recorded by two spans, but an id repeated by
+another model turn is a new call (numbered by occurrence, in the requests and in the results alike), and an id of
+the shape ``<tool>_<n>`` (Gemini's ``search_0`` on every turn) never merges two calls.
+
+Content written to log records instead of spans (openai-v2 ``EVENT_ONLY``), or not captured, is not on the spans;
+when a model span's finish reason still says it asked for tools (:func:`tool_activity`), the extractor reads one
+call that cannot be compared (no name, arguments or result), so such a trace is uncertain, never working for want
+of calls. :mod:`.unread` reports both.
 """
 
 from __future__ import annotations
