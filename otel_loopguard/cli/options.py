@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 from ..core.config import LoopGuardConfig
+from ..core.text import printable as printable  # re-exported: the commands import it from here
 from ..errors import InputError
 from ..otlp.read import STDIN
 
@@ -97,17 +98,6 @@ class ErrorLine:
     def __call__(self, exc: InputError) -> None:
         self.failed = True
         write_error(exc)
-
-
-# Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
-# messages, arguments in the step audit, attribute values) or file names can neither break a line nor drive the
-# terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\x1b``), for one line of a terminal."""
-    return text.translate(_CONTROL)
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",
