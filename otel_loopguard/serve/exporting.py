@@ -17,7 +17,7 @@ from ..sdk.configure import exports_configured
 from ..sdk.providers import Signal, exporter_names, otlp_protocol
 from .settings import is_loopback
 
-__all__ = ["Receiver", "bind_error", "export_environ"]
+__all__ = ["Receiver", "bind_error", "check_free", "export_environ"]
 
 #: (name, flag, host, port) of one of serve's receivers, e.g. ("OTLP/gRPC", "--grpc", "127.0.0.1", 4317).
 Receiver = tuple[str, str, str, int]
@@ -80,6 +80,19 @@ _REASONS = {errno.EADDRINUSE: "address in use", errno.EACCES: "permission denied
             errno.EADDRNOTAVAIL: "address not available"}
 
 
+def check_free(host: str, port: int) -> None:
+    """Raise the ``OSError`` of binding ``host:port`` (as a server would, with ``SO_REUSEADDR``) when it fails.
+
+    Asked before gRPC binds: gRPC logs its own multi-part error line on standard error for a busy port, which a user
+    should not have to read next to ours. Port 0 is always free."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
 def bind_error(what: str, flag: str, host: str, port: int, exc: OSError) -> OSError:
     """A one-line error naming the receiver, the address and the flag to change it: ``cannot listen for OTLP/gRPC
     on 127.0.0.1:4317 (address in use); choose another with --grpc``.
@@ -88,9 +101,7 @@ def bind_error(what: str, flag: str, host: str, port: int, exc: OSError) -> OSEr
     code = exc.errno
     if code is None:
         try:
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            with socket.socket(family, socket.SOCK_STREAM) as probe:
-                probe.bind((host, port))
+            check_free(host, port)
         except OSError as again:
             code = again.errno
     reason = _REASONS.get(code or 0) or (exc.strerror or str(exc))[:200]

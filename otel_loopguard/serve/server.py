@@ -60,7 +60,7 @@ from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
-from .exporting import Receiver, bind_error, export_environ
+from .exporting import Receiver, bind_error, check_free, export_environ
 from .grpc_server import OTLPGrpcServer
 from .request import JSON
 from .settings import (
@@ -272,7 +272,9 @@ class Server:
             with _naming("OTLP/HTTP", "--http", self._http_address):
                 self._http = OTLPHTTPServer(self._http_address, self._receive, self._table.reject, self.settings)
         if self._grpc_address is not None:
-            with _naming("OTLP/gRPC", "--grpc", _split_address(self._grpc_address, "--grpc")):
+            host, port = _split_address(self._grpc_address, "--grpc")
+            with _naming("OTLP/gRPC", "--grpc", (host, port)):
+                check_free(host, port)
                 self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._table.reject, self.settings)
         if self._status_address is not None:
             tls = self.settings.tls
