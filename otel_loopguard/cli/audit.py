@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
@@ -33,7 +34,11 @@ from .options import (
     printable,
 )
 
+# The example traces shipped in the wheel, found from the installed package (not from a checkout).
+_EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+
 _EXAMPLES = """examples:
+  otel-loopguard audit --example stuck-search           a trace shipped with the package (exit 1: it is stuck)
   otel-loopguard audit trace.json
   otel-loopguard audit traces.jsonl.gz --json --fail-on stuck
   otel-loopguard audit export.pb --config loopguard.toml --at 1767225600
@@ -49,7 +54,9 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge (- for standard input)")
+    audit.add_argument("files", nargs="*", metavar="FILE", help="trace files to judge (- for standard input)")
+    audit.add_argument("--example", choices=example_names(), metavar="NAME",
+                       help=f"also judge a trace shipped with the package ({', '.join(example_names())})")
     detector_options(audit)
     input_options(audit)
     audit.add_argument("--json", action="store_true", help="one JSON object per trace per line")
@@ -59,8 +66,17 @@ def register(commands: Any) -> None:
     audit.set_defaults(handler=run)
 
 
+def example_names() -> list[str]:
+    """The example traces shipped in the package (``otel_loopguard/examples/*.json``), by name without ``.json``."""
+    return sorted(path.name[:-5] for path in _EXAMPLES_DIR.iterdir() if path.name.endswith(".json"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard audit``; returns the exit status."""
+    if args.example:
+        args.files = [*args.files, str(_EXAMPLES_DIR / f"{args.example}.json")]
+    if not args.files:
+        raise InputError("audit: name a trace FILE, - for standard input, or --example stuck-search")
     config = load_config(args)
     status = EXIT_OK
     on_error = ErrorLine()

@@ -59,13 +59,18 @@ def register(commands: Any) -> None:
     )
     report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf), "
                         "directories of them, or - for standard input")
-    report.add_argument("--by", required=True, metavar="ATTRIBUTE",
-                        help="span or resource attribute to group by, e.g. app.prompt.version")
+    report.add_argument("--by", default=DEFAULT_GROUPING, metavar="ATTRIBUTE",
+                        help="span or resource attribute to group by, e.g. app.prompt.version "
+                             f"(default: {DEFAULT_GROUPING})")
     report.add_argument("--json", action="store_true", help="one JSON object per group per line")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
     input_options(report)
     report.set_defaults(handler=run)
+
+
+#: What ``report`` groups by without ``--by``: every OTLP exporter sets it (``unknown_service...`` at worst).
+DEFAULT_GROUPING = "service.name"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,37 @@
+"""The commands a newcomer types first: the shipped example by name, report with no --by."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_loopguard.cli import main
+
+_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "otlp" / "langgraph_genai__same_call_loop.json"
+
+
+def test_audit_example_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """``audit --example stuck-search`` judges the trace shipped in the package: stuck, exit status 1."""
+    assert main(["audit", "--example", "stuck-search"]) == 1
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.endswith("examples/stuck-search.json: stuck (rule period, period 1) after 6 tool calls; "
+                          "stuck at calls 4-6, nudged at call 4, stopped at call 5")
+
+
+def test_audit_without_a_file_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
+    """``audit`` alone is one error line naming the three ways to give a trace, exit status 2."""
+    assert main(["audit"]) == 2
+    assert capsys.readouterr().err == (
+        "otel-loopguard: error: audit: name a trace FILE, - for standard input, or --example stuck-search\n")
+
+
+def test_report_groups_by_service_name_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """``report FILE`` without ``--by`` groups by service.name (one group: the fixture's service, one trace)."""
+    assert main(["report", str(_FIXTURE), "--json"]) == 0
+    (group,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert group["attribute"] == "service.name"
+    assert group["group"] == "langgraph-fixture-genai"
+    assert group["traces"] == 1
