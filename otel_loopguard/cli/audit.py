@@ -25,6 +25,7 @@ from .options import (
     EXIT_FOUND,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EmptyInput,
     ErrorLine,
     StatusLine,
     detector_options,
@@ -250,8 +251,11 @@ def audit_paths(
 
                     collector = TraceCollector(LoopEngine(config), observed_at=options.at,
                                                max_buffer_bytes=options.max_buffer_bytes)
+                empty = EmptyInput(name, options.on_error)
                 yield from collector.add_all(
-                    read_spans(opened, on_error=options.on_error, max_bytes=options.max_input_bytes), name)
+                    empty.spans(read_spans(opened, on_error=empty.on_error, max_bytes=options.max_input_bytes)), name)
+                if empty.error is not None:
+                    yield empty.error
         except InputError as exc:
             yield exc
         except MemoryError:

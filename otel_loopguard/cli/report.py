@@ -26,6 +26,7 @@ from .options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EmptyInput,
     ErrorLine,
     detector_options,
     expand_paths,
@@ -259,10 +260,13 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     try:
         for path in expand_paths(paths):
             name = "<stdin>" if path == STDIN else path
+            empty = EmptyInput(name, on_error)
             try:
-                for report in collector.add_all(read_spans(path, on_error=on_error, max_bytes=max_input_bytes),
-                                                 name):
+                spans = empty.spans(read_spans(path, on_error=empty.on_error, max_bytes=max_input_bytes))
+                for report in collector.add_all(spans, name):
                     builder.add(report)
+                if empty.error is not None:
+                    on_error(empty.error)
             except MemoryError:
                 on_error(InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
                                     source=name))

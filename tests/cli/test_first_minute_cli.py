@@ -35,3 +35,21 @@ def test_report_groups_by_service_name_by_default(capsys: pytest.CaptureFixture[
     assert group["attribute"] == "service.name"
     assert group["group"] == "langgraph-fixture-genai"
     assert group["traces"] == 1
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+@pytest.mark.parametrize("content", ["", '{"resourceSpans": []}\n'])
+def test_an_input_without_spans_is_reported(command: str, content: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty file, or one holding no span, is one error line ``no spans in FILE`` and exit status 2."""
+    path = tmp_path / "empty.json"
+    path.write_text(content)
+    assert main([command, str(path)]) == 2
+    assert capsys.readouterr().err == f"otel-loopguard: error: no spans in {path}\n"
+
+
+def test_a_missing_file_is_not_also_called_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that cannot be read gets its own error only, not a second 'no spans' line."""
+    assert main(["audit", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("otel-loopguard: error:") == 1 and "no spans" not in err
