@@ -102,8 +102,8 @@ class ErrorLine:
 
 
 class EmptyInput:
-    """Notices an input that held no span and met no error saying why, so that it is reported (``no spans in
-    FILE``) rather than ending with exit status 0 and nothing printed.
+    """Notices an input that held no span and met no error saying why, so that it is reported (``FILE: no spans
+    in this file``) rather than ending with exit status 0 and nothing printed.
 
     Pass :meth:`on_error` to the reader and wrap its spans in :meth:`spans`; afterwards :attr:`error` is the error
     to report, or None.
@@ -130,8 +130,9 @@ class EmptyInput:
 
     @property
     def error(self) -> InputError | None:
-        """``no spans in NAME`` when the input held none and no error was reported for it, else None."""
-        return None if self._seen or self._failed else InputError(f"no spans in {self.name}")
+        """``NAME: no spans in this file`` when the input held none and no error was reported for it, else None."""
+        # Named like every input error (FILE: what), so that the file leads the line.
+        return None if self._seen or self._failed else InputError("no spans in this file", source=self.name)
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",

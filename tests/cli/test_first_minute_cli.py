@@ -41,11 +41,11 @@ def test_report_groups_by_service_name_by_default(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize("content", ["", '{"resourceSpans": []}\n'])
 def test_an_input_without_spans_is_reported(command: str, content: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """An empty file, or one holding no span, is one error line ``no spans in FILE`` and exit status 2."""
+    """An empty file, or one holding no span, is one error line naming the file and exit status 2."""
     path = tmp_path / "empty.json"
     path.write_text(content)
     assert main([command, str(path)]) == 2
-    assert capsys.readouterr().err == f"otel-loopguard: error: no spans in {path}\n"
+    assert capsys.readouterr().err == f"otel-loopguard: error: {path}: no spans in this file\n"
 
 
 def test_a_missing_file_is_not_also_called_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,3 +53,25 @@ def test_a_missing_file_is_not_also_called_empty(tmp_path: Path, capsys: pytest.
     assert main(["audit", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("otel-loopguard: error:") == 1 and "no spans" not in err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('window = "ten"\n', "window: must be a positive integer, got 'ten'"),
+    ("max_periodd = 3\n", "top level: unknown key(s) max_periodd (did you mean max_period?)"),
+    ("[retry]\nbackof_rate = 2\n", "[retry]: unknown key(s) backof_rate (did you mean backoff_rate?)"),
+])
+def test_configuration_errors_name_the_file_and_the_key(text: str, message: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad value names the file and its key; a misspelt key suggests the nearest known one."""
+    path = tmp_path / "loopguard.toml"
+    path.write_text(text)
+    assert main(["audit", "--example", "stuck-search", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"otel-loopguard: error: {path}: {message}\n"
+
+
+def test_a_far_off_key_gets_no_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key like no known one is named without a guess."""
+    path = tmp_path / "loopguard.toml"
+    path.write_text("colour = 1\n")
+    assert main(["audit", "--example", "stuck-search", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"otel-loopguard: error: {path}: top level: unknown key(s) colour\n"

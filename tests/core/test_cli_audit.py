@@ -201,7 +201,8 @@ def test_bad_config_file_exits_two(tmp_path: Path, files: dict[str, str], capsys
     cfg.write_text("window = 0\n")
     status, out, err = run(["audit", "--config", str(cfg), files["healthy"]], capsys)
     assert (status, out) == (EXIT_ERROR, "")
-    assert err == "otel-loopguard: error: window must be a positive integer, got 0\n"
+    # The error names the file and the key (a value from the file, not from the command line or environment).
+    assert err == f"otel-loopguard: error: {cfg}: window: must be a positive integer, got 0\n"
 
 
 def test_detector_flags_reach_the_engine(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
