@@ -310,8 +310,8 @@ def headline(report: TraceReport) -> str:
     E.g. ``working after 8 tool calls; stuck at calls 3-5, nudged at call 3, stopped at call 5``.
     """
     v = report.verdict
-    detail = "" if v.rule == "none" else f" (rule {v.rule}" + (f", period {report.stuck_period}"
-                                                                 if report.stuck_period else "") + ")"
+    detail = "" if v.rule == "none" else f" ({_rules(report)}" + (f", period {report.stuck_period}"
+                                                                  if report.stuck_period else "") + ")"
     calls = report.steps_used
     text = f"{v.kind}{detail} after {calls} tool call{'' if calls == 1 else 's'}"
     parts = []
@@ -332,10 +332,23 @@ def headline(report: TraceReport) -> str:
     return text + ("; " + ", ".join(parts) if parts else "")
 
 
+def _rules(report: TraceReport) -> str:
+    """``rule period``, or ``rules frequency then period`` when the final verdict's kind was first reached by
+    another rule (as the timeline shows it): the headline and the timeline use the same words."""
+    v = report.verdict
+    rules = [t.verdict.rule for t in report.transitions if t.verdict.kind == v.kind]
+    ordered = list(dict.fromkeys([*rules[-1:], v.rule]))
+    return f"rule {v.rule}" if len(ordered) == 1 else f"rules {' then '.join(ordered)}"
+
+
 def _step_audit_text(report: TraceReport) -> str:
+    """The step audit in words. Identical consecutive calls that the verdict explained as progress (a paginating
+    trace, working by rule progress) are said to be so, not shown as a failure (``--json`` keeps the raw
+    ``ok`` and ``violations``)."""
     if report.ok:
         return "ok"
-    problems = []
+    progress = report.verdict.kind == "working" and report.verdict.rule == "progress"
+    problems, explained = [], []
     for violation in report.violations:
         kind, _, rest = violation.partition(":")
         if kind == "step_limit":
@@ -343,10 +356,15 @@ def _step_audit_text(report: TraceReport) -> str:
         elif kind == "repeat_loop":
             signature, _, index = rest.rpartition("@")
             start = int(index) + 1 if index.isdigit() else index
-            problems.append(f"identical consecutive calls from call {start}: {signature}")
+            if progress:
+                explained.append(f"identical consecutive calls from call {start} made progress")
+            else:
+                problems.append(f"identical consecutive calls from call {start}: {signature}")
         else:
             problems.append(violation)
-    return "; ".join(problems)
+    if not problems:
+        return f"ok ({'; '.join(explained)})"
+    return "; ".join(problems + explained)
 
 
 def format_report(report: TraceReport, color: bool = False) -> str:

@@ -17,8 +17,8 @@ def test_audit_example_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--example", "stuck-search"]) == 1
     out = capsys.readouterr().out
     first = out.splitlines()[0]
-    assert first.endswith("examples/stuck-search.json: stuck (rule period, period 1) after 6 tool calls; "
-                          "stuck at calls 4-6, nudged at call 4, stopped at call 5")
+    assert first.endswith("examples/stuck-search.json: stuck (rules frequency then period, period 1) after 6 tool "
+                          "calls; stuck at calls 4-6, nudged at call 4, stopped at call 5")
 
 
 def test_audit_without_a_file_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,3 +75,27 @@ def test_a_far_off_key_gets_no_suggestion(tmp_path: Path, capsys: pytest.Capture
     path.write_text("colour = 1\n")
     assert main(["audit", "--example", "stuck-search", "--config", str(path)]) == 2
     assert capsys.readouterr().err == f"otel-loopguard: error: {path}: top level: unknown key(s) colour\n"
+
+
+def test_headline_and_timeline_name_the_same_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example got stuck by frequency at call 4 and is stuck by period at the end: the headline says both, in
+    the timeline's words, and the timeline's rule is one of them."""
+    main(["audit", "--example", "stuck-search"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "(rules frequency then period, period 1)" in lines[0]
+    assert "  call 4: working -> stuck (rule frequency)" in lines
+
+
+def test_a_paginating_trace_is_not_shown_as_a_violation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Six identical next_page calls with new pages each time: working by progress, the step audit says ok and
+    why in text; --json keeps the raw figures (ok false, the repeat_loop violation)."""
+    steps = [{"tool": "next_page", "args": {}, "result": f"page {i}"} for i in range(1, 7)]
+    path = tmp_path / "pages.json"
+    path.write_text(json.dumps({"steps": steps}))
+    assert main(["audit", str(path)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text == [f"{path}: working (rule progress) after 6 tool calls",
+                    "  step audit: ok (identical consecutive calls from call 1 made progress)"]
+    assert main(["audit", "--json", str(path)]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    assert (raw["ok"], raw["violations"]) == (False, ["repeat_loop:next_page|@0"])
