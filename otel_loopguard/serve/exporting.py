@@ -17,7 +17,7 @@ from ..sdk.configure import exports_configured
 from ..sdk.providers import Signal, exporter_names, otlp_protocol
 from .settings import is_loopback
 
-__all__ = ["Receiver", "bind_error", "check_free", "export_environ"]
+__all__ = ["Receiver", "bind_error", "check_free", "export_environ", "forward_refusal"]
 
 #: (name, flag, host, port) of one of serve's receivers, e.g. ("OTLP/gRPC", "--grpc", "127.0.0.1", 4317).
 Receiver = tuple[str, str, str, int]
@@ -74,6 +74,21 @@ def export_environ(environ: Mapping[str, str], receivers: Sequence[Receiver]) ->
             notes.append(f"not exporting {signal} to {url[:200]}: that is this server's own {receiver[0]} receiver "
                          f"({receiver[1]}); set OTEL_EXPORTER_OTLP_ENDPOINT to your collector")
     return env, notes
+
+
+def forward_refusal(environ: Mapping[str, str], receivers: Sequence[Receiver]) -> str | None:
+    """Why ``--forward`` must not send spans where the variables point, or None to forward.
+
+    ``OTEL_TRACES_EXPORTER=none`` turns forwarding off; an endpoint that is one of serve's own receivers (the
+    default ``localhost:4317`` when none is set) would send every request back to serve, forever."""
+    if exporter_names("traces", environ) == []:
+        return "not forwarding spans: OTEL_TRACES_EXPORTER=none"
+    url, host, port = _endpoint("traces", environ)
+    receiver = _own(host, port, receivers)
+    if receiver is None:
+        return None
+    return (f"not forwarding spans to {url[:200]}: that is this server's own {receiver[0]} receiver "
+            f"({receiver[1]}); set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to your collector")
 
 
 _REASONS = {errno.EADDRINUSE: "address in use", errno.EACCES: "permission denied",

@@ -60,7 +60,7 @@ from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
-from .exporting import Receiver, bind_error, check_free, export_environ
+from .exporting import Receiver, bind_error, check_free, export_environ, forward_refusal
 from .grpc_server import OTLPGrpcServer
 from .request import JSON
 from .settings import (
@@ -673,8 +673,11 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     from ..sdk.providers import build_providers, service_resource  # noqa: PLC0415 - the SDK loads only here
 
     env, notes = export_environ(environ, _receivers(command))
+    refusal = forward_refusal(environ, _receivers(command)) if command.forward else None
+    if refusal is not None:
+        notes.append(refusal)
     logger_provider, meter_provider = build_providers(env, service_resource(DEFAULT_SERVICE_NAME))
-    forwarder = Forwarder(environ) if command.forward else None
+    forwarder = Forwarder(environ) if command.forward and refusal is None else None
     server = _start(command, config, (logger_provider, meter_provider), forwarder)
     if isinstance(server, str):
         print(f"otel-loopguard: error: serve: {server}", file=sys.stderr)

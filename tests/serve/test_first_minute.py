@@ -107,3 +107,26 @@ def test_a_busy_port_names_the_receiver_and_the_flag() -> None:
     assert (line + rest).splitlines() == [
         f"otel-loopguard: error: serve: cannot listen for OTLP/gRPC on 127.0.0.1:{port} (address in use); "
         "choose another with --grpc"]
+
+
+def test_forward_never_sends_to_its_own_receiver() -> None:
+    """--forward with the traces endpoint naming serve's own gRPC receiver is refused with one line (no loop)."""
+    port = _free_port()
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_METRICS_EXPORTER": "none"}
+    args = ["--grpc", f"127.0.0.1:{port}", "--http", "127.0.0.1:0", "--idle", "600", "--forward"]
+    with serve_command(args, env) as (proc, line):
+        assert post(_http_port(line), loop_request(_TRACE), "application/json")[0] == 200
+        rest = _finish(proc)
+    assert (f"otel-loopguard serve: not forwarding spans to http://127.0.0.1:{port}: that is this server's own "
+            "OTLP/gRPC receiver (--grpc); set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to your collector") in rest
+    # Each span was received once: nothing came back through the forwarder.
+    assert "stopped after 7 spans, 1 traces" in rest
+
+
+def test_forward_honours_traces_exporter_none() -> None:
+    """OTEL_TRACES_EXPORTER=none turns --forward off, said once."""
+    env = {"OTEL_TRACES_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
+    with _serve(["--forward"], env) as (proc, _):
+        rest = _finish(proc)
+    assert rest.count("otel-loopguard serve: not forwarding spans: OTEL_TRACES_EXPORTER=none") == 1
