@@ -62,9 +62,33 @@ __all__ = [
     "VerdictEvent",
     "__version__",
     "audit_trace",
+    "configure",
     "cost_usd",
     "read_spans",
 ]
+
+
+def configure(**options: Any) -> LoopGuardSpanProcessor:
+    """Set up loop detection in one call and return the guard (the same guard on every later call).
+
+    Global tracer, logger and meter providers that are still the API's defaults become SDK providers exporting as
+    the standard ``OTEL_*`` variables say (as ``opentelemetry-instrument`` would); providers the application set are
+    used untouched. With no exporter and no OTLP endpoint variable set, nothing is exported and one line says how.
+    With no logs exporter, every verdict is also a line on the ``otel_loopguard`` logger (on standard error unless
+    logging is configured).
+
+    Args:
+        **options: :class:`LoopGuardConfig` settings (``window=``, ``max_period=``...), over ``LOOPGUARD_*``
+            variables; or ``config=`` a whole :class:`LoopGuardConfig`.
+
+    Raises:
+        ConfigError: a setting is invalid.
+    """
+    import os  # noqa: PLC0415 - the SDK and os load only when configuring
+
+    from .sdk.configure import configure_guard  # noqa: PLC0415
+
+    return configure_guard(os.environ, **options)
 
 
 def _publish(obj: Any) -> Any:

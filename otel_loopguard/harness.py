@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Checks(Protocol):
-    def check(self, trace_id: int | None = None) -> Intervention: ...
+    def check(self, trace_id: int | str | None = None) -> Intervention: ...
 
 
 def with_nudge(result: Any, intervention: Intervention) -> Any:

@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
@@ -24,6 +25,7 @@ from .options import (
     EXIT_FOUND,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EmptyInput,
     ErrorLine,
     StatusLine,
     detector_options,
@@ -33,7 +35,11 @@ from .options import (
     printable,
 )
 
+# The example traces shipped in the wheel, found from the installed package (not from a checkout).
+_EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+
 _EXAMPLES = """examples:
+  otel-loopguard audit --example stuck-search           a trace shipped with the package (exit 1: it is stuck)
   otel-loopguard audit trace.json
   otel-loopguard audit traces.jsonl.gz --json --fail-on stuck
   otel-loopguard audit export.pb --config loopguard.toml --at 1767225600
@@ -49,7 +55,9 @@ def register(commands: Any) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge (- for standard input)")
+    audit.add_argument("files", nargs="*", metavar="FILE", help="trace files to judge (- for standard input)")
+    audit.add_argument("--example", choices=example_names(), metavar="NAME",
+                       help=f"also judge a trace shipped with the package ({', '.join(example_names())})")
     detector_options(audit)
     input_options(audit)
     audit.add_argument("--json", action="store_true", help="one JSON object per trace per line")
@@ -59,8 +67,17 @@ def register(commands: Any) -> None:
     audit.set_defaults(handler=run)
 
 
+def example_names() -> list[str]:
+    """The example traces shipped in the package (``otel_loopguard/examples/*.json``), by name without ``.json``."""
+    return sorted(path.name[:-5] for path in _EXAMPLES_DIR.iterdir() if path.name.endswith(".json"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard audit``; returns the exit status."""
+    if args.example:
+        args.files = [*args.files, str(_EXAMPLES_DIR / f"{args.example}.json")]
+    if not args.files:
+        raise InputError("audit: name a trace FILE, - for standard input, or --example stuck-search")
     config = load_config(args)
     status = EXIT_OK
     on_error = ErrorLine()
@@ -234,8 +251,11 @@ def audit_paths(
 
                     collector = TraceCollector(LoopEngine(config), observed_at=options.at,
                                                max_buffer_bytes=options.max_buffer_bytes)
+                empty = EmptyInput(name, options.on_error)
                 yield from collector.add_all(
-                    read_spans(opened, on_error=options.on_error, max_bytes=options.max_input_bytes), name)
+                    empty.spans(read_spans(opened, on_error=empty.on_error, max_bytes=options.max_input_bytes)), name)
+                if empty.error is not None:
+                    yield empty.error
         except InputError as exc:
             yield exc
         except MemoryError:
@@ -290,8 +310,8 @@ def headline(report: TraceReport) -> str:
     E.g. ``working after 8 tool calls; stuck at calls 3-5, nudged at call 3, stopped at call 5``.
     """
     v = report.verdict
-    detail = "" if v.rule == "none" else f" (rule {v.rule}" + (f", period {report.stuck_period}"
-                                                                 if report.stuck_period else "") + ")"
+    detail = "" if v.rule == "none" else f" ({_rules(report)}" + (f", period {report.stuck_period}"
+                                                                  if report.stuck_period else "") + ")"
     calls = report.steps_used
     text = f"{v.kind}{detail} after {calls} tool call{'' if calls == 1 else 's'}"
     parts = []
@@ -312,10 +332,23 @@ def headline(report: TraceReport) -> str:
     return text + ("; " + ", ".join(parts) if parts else "")
 
 
+def _rules(report: TraceReport) -> str:
+    """``rule period``, or ``rules frequency then period`` when the final verdict's kind was first reached by
+    another rule (as the timeline shows it): the headline and the timeline use the same words."""
+    v = report.verdict
+    rules = [t.verdict.rule for t in report.transitions if t.verdict.kind == v.kind]
+    ordered = list(dict.fromkeys([*rules[-1:], v.rule]))
+    return f"rule {v.rule}" if len(ordered) == 1 else f"rules {' then '.join(ordered)}"
+
+
 def _step_audit_text(report: TraceReport) -> str:
+    """The step audit in words. Identical consecutive calls that the verdict explained as progress (a paginating
+    trace, working by rule progress) are said to be so, not shown as a failure (``--json`` keeps the raw
+    ``ok`` and ``violations``)."""
     if report.ok:
         return "ok"
-    problems = []
+    progress = report.verdict.kind == "working" and report.verdict.rule == "progress"
+    problems, explained = [], []
     for violation in report.violations:
         kind, _, rest = violation.partition(":")
         if kind == "step_limit":
@@ -323,10 +356,15 @@ def _step_audit_text(report: TraceReport) -> str:
         elif kind == "repeat_loop":
             signature, _, index = rest.rpartition("@")
             start = int(index) + 1 if index.isdigit() else index
-            problems.append(f"identical consecutive calls from call {start}: {signature}")
+            if progress:
+                explained.append(f"identical consecutive calls from call {start} made progress")
+            else:
+                problems.append(f"identical consecutive calls from call {start}: {signature}")
         else:
             problems.append(violation)
-    return "; ".join(problems)
+    if not problems:
+        return f"ok ({'; '.join(explained)})"
+    return "; ".join(problems + explained)
 
 
 def format_report(report: TraceReport, color: bool = False) -> str:

@@ -8,13 +8,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO
+from typing import IO, TypeVar
 
 from ..core.config import LoopGuardConfig
+from ..core.text import printable as printable  # re-exported: the commands import it from here
 from ..errors import InputError
 from ..otlp.read import STDIN
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+T = TypeVar("T")
 
 #: What ``audit`` and ``report`` hold at most while reading their inputs (MiB, ``--max-buffer-mb``).
 DEFAULT_BUFFER_MB = 1024
@@ -99,15 +101,38 @@ class ErrorLine:
         write_error(exc)
 
 
-# Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
-# messages, arguments in the step audit, attribute values) or file names can neither break a line nor drive the
-# terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
+class EmptyInput:
+    """Notices an input that held no span and met no error saying why, so that it is reported (``FILE: no spans
+    in this file``) rather than ending with exit status 0 and nothing printed.
 
+    Pass :meth:`on_error` to the reader and wrap its spans in :meth:`spans`; afterwards :attr:`error` is the error
+    to report, or None.
+    """
 
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\x1b``), for one line of a terminal."""
-    return text.translate(_CONTROL)
+    def __init__(self, name: str, on_error: Callable[[InputError], None] | None) -> None:
+        self.name = name
+        self._on_error = on_error
+        self._seen = False
+        self._failed = False
+
+    def on_error(self, exc: InputError) -> None:
+        """Pass an input error on (raise it when no callback was given), remembering that one was met."""
+        self._failed = True
+        if self._on_error is None:
+            raise exc
+        self._on_error(exc)
+
+    def spans(self, spans: Iterable[T]) -> Iterator[T]:
+        """``spans`` unchanged, noting whether there was one."""
+        for span in spans:
+            self._seen = True
+            yield span
+
+    @property
+    def error(self) -> InputError | None:
+        """``NAME: no spans in this file`` when the input held none and no error was reported for it, else None."""
+        # Named like every input error (FILE: what), so that the file leads the line.
+        return None if self._seen or self._failed else InputError("no spans in this file", source=self.name)
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",

@@ -26,6 +26,7 @@ from .options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EmptyInput,
     ErrorLine,
     detector_options,
     expand_paths,
@@ -59,13 +60,18 @@ def register(commands: Any) -> None:
     )
     report.add_argument("paths", nargs="+", metavar="PATH", help="OTLP files (JSON, JSON Lines, gzip, protobuf), "
                         "directories of them, or - for standard input")
-    report.add_argument("--by", required=True, metavar="ATTRIBUTE",
-                        help="span or resource attribute to group by, e.g. app.prompt.version")
+    report.add_argument("--by", default=DEFAULT_GROUPING, metavar="ATTRIBUTE",
+                        help="span or resource attribute to group by, e.g. app.prompt.version "
+                             f"(default: {DEFAULT_GROUPING})")
     report.add_argument("--json", action="store_true", help="one JSON object per group per line")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
     input_options(report)
     report.set_defaults(handler=run)
+
+
+#: What ``report`` groups by without ``--by``: every OTLP exporter sets it (``unknown_service...`` at worst).
+DEFAULT_GROUPING = "service.name"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -254,10 +260,13 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     try:
         for path in expand_paths(paths):
             name = "<stdin>" if path == STDIN else path
+            empty = EmptyInput(name, on_error)
             try:
-                for report in collector.add_all(read_spans(path, on_error=on_error, max_bytes=max_input_bytes),
-                                                 name):
+                spans = empty.spans(read_spans(path, on_error=empty.on_error, max_bytes=max_input_bytes))
+                for report in collector.add_all(spans, name):
                     builder.add(report)
+                if empty.error is not None:
+                    on_error(empty.error)
             except MemoryError:
                 on_error(InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
                                     source=name))

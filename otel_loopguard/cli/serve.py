@@ -12,7 +12,8 @@ from typing import Any
 from .options import detector_options, load_config
 
 _EXAMPLES = """examples:
-  otel-loopguard serve
+  otel-loopguard serve                                  verdicts printed here, status page on :4319
+  otel-loopguard serve --trace-url 'http://localhost:16686/trace/{trace_id}'
   otel-loopguard serve --grpc 127.0.0.1:4317 --http '' --idle 10
   OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 otel-loopguard serve --forward
   otel-loopguard serve --grpc 0.0.0.0:4317 --http 0.0.0.0:4318 \\
@@ -28,8 +29,9 @@ def register(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
         help="receive OTLP traces (gRPC and HTTP) and emit verdict events and metrics over OTLP",
-        description="Receive OTLP traces from agents without the processor, judge each trace for loops, and send "
-                    "verdict events and metrics to the OTLP endpoint of the OTEL_EXPORTER_OTLP_* variables.",
+        description="Receive OTLP traces from agents without the processor, judge each trace for loops, print a "
+                    "line per verdict, show them on a status page, and send verdict events and metrics where the "
+                    "OTEL_{LOGS,METRICS}_EXPORTER and OTEL_EXPORTER_OTLP_* variables say (nowhere when none is set).",
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -42,6 +44,13 @@ def register(commands: Any) -> None:
                        help="a trace is finished after this long without new spans (default 5)")
     serve.add_argument("--forward", action="store_true", default=None,
                        help="also forward the received spans unchanged to the OTLP traces endpoint")
+    serve.add_argument("--status", metavar="HOST:PORT",
+                       help="status page (/ and /traces.json) listen address ('' disables; default 127.0.0.1:4319)")
+    serve.add_argument("--trace-url", metavar="TEMPLATE",
+                       help="link each trace id on the status page to your trace UI, e.g. "
+                            "'http://localhost:16686/trace/{trace_id}'")
+    serve.add_argument("--quiet", action="store_true", default=None,
+                       help="do not print a line per verdict on standard error")
     security = serve.add_argument_group("TLS and authentication (both receivers)")
     security.add_argument("--tls-cert", metavar="FILE", help="server certificate chain (PEM); needs --tls-key")
     security.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")

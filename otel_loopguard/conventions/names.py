@@ -157,6 +157,8 @@ VERSION_ATTRIBUTES = {
 
 # --- Emitted by otel_loopguard ----------------------------------------------
 INSTRUMENTATION_SCOPE = "otel_loopguard"
+#: The Python logger of the human-readable verdict lines (the parent of every logger of the package).
+CONSOLE_LOGGER = "otel_loopguard"
 
 EVENT_VERDICT = "loopguard.verdict"
 

@@ -14,6 +14,7 @@ fields of their classes.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -512,7 +513,16 @@ class LoopGuardConfig:
         if path is None and env.get(ev.LOOPGUARD_CONFIG):
             path = env[ev.LOOPGUARD_CONFIG]
         explicit: dict[str, Any] = _from_toml(path) if path is not None else {}
+        from_file = set(explicit) - set(overrides)
         explicit.update(overrides)
+        try:
+            return cls._combined(from_env, explicit)
+        except ConfigError as exc:
+            raise (exc if path is None else _in_file(exc, path, from_file)) from None
+
+    @classmethod
+    def _combined(cls, from_env: dict[str, Any], explicit: dict[str, Any]) -> LoopGuardConfig:
+        """The configuration of ``explicit`` values (file and arguments) over valid environment values."""
         try:
             return cls(**{**from_env, **explicit})
         except TypeError as exc:
@@ -595,7 +605,25 @@ def _check_keys(where: str, table: Any, allowed: Any) -> None:
         raise ConfigError(f"{where} must be a TOML table, got {table!r}")
     unknown = sorted(set(table) - set(allowed))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        named = ", ".join(_with_suggestion(str(key), allowed) for key in unknown)
+        raise ConfigError(f"{where}: unknown key(s) {named}")
+
+
+def _with_suggestion(key: str, allowed: Any) -> str:
+    """``key``, followed by ``(did you mean NAME?)`` when a known key is spelled nearly the same."""
+    close = difflib.get_close_matches(key, [str(name) for name in allowed], n=1, cutoff=0.75)
+    return f"{key} (did you mean {close[0]}?)" if close else key
+
+
+def _in_file(exc: ConfigError, path: str | os.PathLike[str], keys: Any) -> ConfigError:
+    """``exc`` naming the file and the key when the setting it is about came from the file
+    (``loopguard.toml: window: must be a positive integer, got 'ten'``); else ``exc`` itself."""
+    message = str(exc)
+    key = message.split(" ", 1)[0].split(".", 1)[0].split("[", 1)[0].rstrip(":")
+    if key not in keys or str(path) in message:
+        return exc
+    rest = message[len(message.split(" ", 1)[0]):].lstrip(" :")
+    return ConfigError(f"{path}: {message.split(' ', 1)[0].rstrip(':')}: {rest}")
 
 
 #: The largest configuration file read (a price table of thousands of models is far smaller).

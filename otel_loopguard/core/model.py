@@ -174,3 +174,25 @@ class Observation(Struct, frozen=True, gc=False):
     transition: Transition | None = None
     intervention: Intervention | None = None
     signature_digest: str | None = None
+
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def trace_id_of(value: int | str) -> int:
+    """A trace id as the int the SDK uses, from an int or from hex text as trace UIs show it (32 digits, or fewer
+    when a UI dropped leading zeros; a ``0x`` prefix is allowed).
+
+    Raises:
+        ValueError: not an int in 0..2**128-1, nor 1 to 32 hex digits.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 0 <= value < 1 << 128:
+            return value
+    elif isinstance(value, str):
+        text = value.strip()
+        text = text[2:] if text[:2].lower() == "0x" else text
+        if 0 < len(text) <= 32 and _HEX_DIGITS.issuperset(text):
+            return int(text, 16)
+    raise ValueError(f"a trace id is an int or 32 hex digits, got {str(value)[:64]!r}")
+

@@ -1,7 +1,8 @@
 """Zero-code use: ``opentelemetry-instrument`` calls :func:`post_instrument` after configuring the SDK.
 
 It adds a :class:`LoopGuardSpanProcessor` to the global tracer provider when
-``LOOPGUARD_ENABLED`` is true; everything else comes from ``LOOPGUARD_*``
+``LOOPGUARD_ENABLED`` is true, through the same code as :func:`otel_loopguard.configure`
+(:mod:`otel_loopguard.sdk.configure`); everything else comes from ``LOOPGUARD_*``
 variables (or the TOML file named by ``LOOPGUARD_CONFIG``).
 """
 
@@ -34,19 +35,15 @@ def post_instrument(*_: Any, environ: Mapping[str, str] | None = None, **__: Any
     except ValueError:
         _logger.warning("ignoring LOOPGUARD_ENABLED=%r: expected true or false", env.get(LOOPGUARD_ENABLED))
         return None
-    provider = trace.get_tracer_provider()
-    add = getattr(provider, "add_span_processor", None)
-    if add is None:
+    if getattr(trace.get_tracer_provider(), "add_span_processor", None) is None:
         _logger.warning("otel_loopguard: the global tracer provider is not an SDK TracerProvider; not enabled")
         return None
     try:
         # Imported only when enabled: every process run under opentelemetry-instrument calls this hook.
-        from ..core.config import LoopGuardConfig  # noqa: PLC0415
-        from .processor import LoopGuardSpanProcessor  # noqa: PLC0415
+        from .configure import configure_guard  # noqa: PLC0415
 
-        processor = LoopGuardSpanProcessor(LoopGuardConfig.load(environ=env))
+        # opentelemetry-instrument set the providers already: the same setup as configure(), without that step.
+        return configure_guard(env, set_providers=False)
     except Exception as exc:  # noqa: BLE001 - a misconfiguration must not stop the host application
         _logger.error("otel_loopguard: not enabled: %s", exc)
         return None
-    add(processor)
-    return processor

@@ -31,7 +31,7 @@ from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
-from ..core.model import NO_INTERVENTION, Intervention, Verdict
+from ..core.model import NO_INTERVENTION, Intervention, Verdict, trace_id_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -505,12 +505,17 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     # -- harness API ---------------------------------------------------------
 
-    def verdict(self, trace_id: int) -> Verdict | None:
-        """The current verdict of a trace, or None when it is not tracked.
+    def verdict(self, trace_id: int | str) -> Verdict | None:
+        """The current verdict of a trace (an int, or 32 hex digits as trace UIs show it), or None when it is not
+        tracked.
 
         A trace is tracked from its first tool or model span; after its local root ended, its last verdict is
         still answered (the most recent ``max_traces`` finished traces, within ``trace_ttl_seconds``).
+
+        Raises:
+            ValueError: ``trace_id`` is neither.
         """
+        trace_id = trace_id_of(trace_id)
         self._drain()
         judge = self._judge_of(trace_id)
         if judge is not None:
@@ -518,15 +523,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
         finished = self._finished_traces.get(trace_id)
         return finished.verdict if finished is not None else None
 
-    def check(self, trace_id: int | None = None) -> Intervention:
-        """What the harness should do now for a trace (the current span's trace when None).
+    def check(self, trace_id: int | str | None = None) -> Intervention:
+        """What the harness should do now for a trace (the current span's trace when None; an int, or 32 hex digits
+        as trace UIs show it).
 
         Returns:
             ``stop`` once the trace was stopped (it stays stopped, also after its root ended), ``nudge`` right
             after the call that triggered one, else an intervention whose action is ``none``.
         """
-        if trace_id is None:
-            trace_id = trace.get_current_span().get_span_context().trace_id
+        trace_id = trace.get_current_span().get_span_context().trace_id if trace_id is None else trace_id_of(trace_id)
         self._drain()
         judge = self._judge_of(trace_id)
         if judge is None:

@@ -19,10 +19,13 @@ from opentelemetry.sdk.metrics import (
     MeterProvider,
     TraceBasedExemplarFilter,
 )
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
-__all__ = ["build_providers", "exemplar_filter", "otlp_exporter", "otlp_protocol", "service_resource"]
+__all__ = [
+    "build_providers", "exemplar_filter", "exporter_names", "exporters_for", "otlp_exporter", "otlp_protocol",
+    "sdk_logger_provider", "sdk_meter_provider", "service_resource",
+]
 
 Signal = Literal["traces", "logs", "metrics"]
 
@@ -121,11 +124,56 @@ def exemplar_filter(environ: Mapping[str, str]) -> ExemplarFilter:
     return chosen()
 
 
+def exporter_names(signal: Signal, environ: Mapping[str, str]) -> list[str]:
+    """The exporters ``OTEL_<SIGNAL>_EXPORTER`` names (comma-separated; ``none`` or empty: none); ``otlp`` when unset,
+    as ``opentelemetry-instrument`` defaults."""
+    value = environ.get(f"OTEL_{signal.upper()}_EXPORTER")
+    if value is None:
+        return ["otlp"]
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    return [] if names == ["none"] else [name for name in names if name != "none"]
+
+
+def exporters_for(signal: Signal, environ: Mapping[str, str]) -> list[Any]:
+    """New exporters (for metrics: exporters or pull readers) for the names :func:`exporter_names` gives.
+
+    ``otlp`` is :func:`otlp_exporter` (gRPC or HTTP as the protocol variables say); any other name (``console``,
+    ``otlp_proto_http``, ``prometheus``...) is loaded from its ``opentelemetry_<signal>_exporter`` entry point by the
+    SDK's own configuration code, as ``opentelemetry-instrument`` does. A name that cannot be loaded is warned about
+    and skipped: a bad environment value never stops the application."""
+    exporters = []
+    for name in exporter_names(signal, environ):
+        if name == "otlp":
+            exporters.append(otlp_exporter(signal, environ))
+            continue
+        try:
+            from opentelemetry.sdk._configuration import _import_config_components  # noqa: PLC0415 - rarely needed
+
+            ((_, exporter_class),) = _import_config_components([name], f"opentelemetry_{signal}_exporter")
+            exporters.append(exporter_class())
+        except Exception as exc:  # noqa: BLE001 - a bad variable warns and falls back, as the SDK's settings do
+            _logger.warning("otel_loopguard: ignoring OTEL_%s_EXPORTER=%r: %s", signal.upper(), name[:64],
+                            str(exc)[:200])
+    return exporters
+
+
+def sdk_logger_provider(environ: Mapping[str, str], resource: Resource) -> LoggerProvider:
+    """A LoggerProvider with :func:`log_record_limits`, batching to the exporters ``OTEL_LOGS_EXPORTER`` selects."""
+    provider = LoggerProvider(resource=resource, log_record_limits=log_record_limits(environ))
+    for exporter in exporters_for("logs", environ):
+        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    return provider
+
+
+def sdk_meter_provider(environ: Mapping[str, str], resource: Resource) -> MeterProvider:
+    """A MeterProvider with :func:`exemplar_filter`, reading to the exporters ``OTEL_METRICS_EXPORTER`` selects."""
+    readers = [exporter if isinstance(exporter, MetricReader) else PeriodicExportingMetricReader(exporter)
+               for exporter in exporters_for("metrics", environ)]
+    return MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=exemplar_filter(environ))
+
+
 def build_providers(environ: Mapping[str, str], resource: Resource) -> tuple[LoggerProvider, MeterProvider]:
-    """A LoggerProvider and a MeterProvider exporting over OTLP as the ``OTEL_EXPORTER_OTLP_*`` variables say, with
-    :func:`log_record_limits` and :func:`exemplar_filter`."""
-    logger_provider = LoggerProvider(resource=resource, log_record_limits=log_record_limits(environ))
-    logger_provider.add_log_record_processor(BatchLogRecordProcessor(otlp_exporter("logs", environ)))
-    reader = PeriodicExportingMetricReader(otlp_exporter("metrics", environ))
-    meter_provider = MeterProvider(resource=resource, metric_readers=[reader], exemplar_filter=exemplar_filter(environ))
-    return logger_provider, meter_provider
+    """A LoggerProvider and a MeterProvider exporting as the ``OTEL_{LOGS,METRICS}_EXPORTER`` and
+    ``OTEL_EXPORTER_OTLP_*`` variables say (OTLP when unset), with :func:`log_record_limits` and
+    :func:`exemplar_filter`."""
+    return sdk_logger_provider(environ, resource), sdk_meter_provider(environ, resource)

@@ -43,7 +43,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ from ..core.engine import LoopEngine
 from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
+from .exporting import Receiver, bind_error, check_free, export_environ, forward_refusal
 from .grpc_server import OTLPGrpcServer
 from .request import JSON
 from .settings import (
@@ -70,6 +72,7 @@ from .settings import (
     raise_open_file_limit,
     read_serve_table,
 )
+from .status import DEFAULT_STATUS, StatusBoard, StatusServer, trace_link
 from .table import FinishedTrace, ServeStats, TraceTable
 
 if TYPE_CHECKING:
@@ -81,6 +84,8 @@ _MAX_WARNING = 2048
 _MAX_UNREAD_LOGGED = 256
 # Senders with warnings waiting for their next answer, at most (the oldest dropped first).
 _MAX_PENDING_PEERS = 1024
+# Open traces the status page lists at most (the most recently active).
+_MAX_HELD_SHOWN = 500
 
 DEFAULT_GRPC = "127.0.0.1:4317"
 DEFAULT_HTTP = "127.0.0.1:4318"
@@ -117,6 +122,14 @@ def _split_address(address: str, what: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+@contextmanager
+def _naming(what: str, flag: str, address: tuple[str, int]) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise bind_error(what, flag, address[0], address[1], exc) from None
+
+
 class Server:
     """An OTLP/gRPC and OTLP/HTTP trace receiver that judges every trace it receives.
 
@@ -131,9 +144,12 @@ class Server:
         max_body: the largest request accepted, in bytes (decompressed, for gzip); overrides ``settings``.
         clock: monotonic seconds (the idle timer).
         settings: the receivers' limits, TLS and bearer token (:class:`ServeSettings` defaults when None).
+        status: ``host:port`` of the status page (:mod:`otel_loopguard.serve.status`); None or "" disables it.
+        trace_url: the status page's link for a trace id (``http://host/trace/{trace_id}``), or None.
 
     Raises:
         ValueError: an address or ``idle`` is invalid.
+        ConfigError: ``trace_url`` is not an http(s) URL holding ``{trace_id}``.
     """
 
     def __init__(
@@ -149,6 +165,8 @@ class Server:
         max_body: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         settings: ServeSettings | None = None,
+        status: str | None = None,
+        trace_url: str | None = None,
     ) -> None:
         if not idle > 0:
             raise ValueError(f"idle must be a positive number of seconds, got {idle!r}")
@@ -172,6 +190,11 @@ class Server:
             _split_address(self._grpc_address, "--grpc")
         self._forward = forward
         self._clock = clock
+        self._status_address = _split_address(status, "--status") if status else None
+        trace_link(trace_url)  # a bad template fails here, not at the first page
+        self._trace_url = trace_url
+        self._board = StatusBoard(self.config.max_traces, clock) if status else None
+        self._status: StatusServer | None = None
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
         self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
@@ -202,16 +225,12 @@ class Server:
                 raise RuntimeError("server already started")
             self._started = True
         try:
-            if self._http_address is not None:
-                # aiohttp loads only when the HTTP receiver is on (a gRPC-only serve runs without it).
-                from .http_server import OTLPHTTPServer  # noqa: PLC0415
-
-                self._http = OTLPHTTPServer(self._http_address, self._receive, self._table.reject, self.settings)
-            if self._grpc_address is not None:
-                self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._table.reject, self.settings)
+            self._bind_all()
         except BaseException:
             if self._http is not None:
                 self._http.server_close()
+            if self._grpc is not None:
+                self._grpc.stop()
             with self._state_lock:
                 self._started = False
             raise
@@ -219,6 +238,8 @@ class Server:
             self._http.start()
         if self._grpc is not None:
             self._grpc.start()
+        if self._status is not None:
+            self._status.start()
         self._sweeper = threading.Thread(target=self._sweep, name="loopguard-serve-idle", daemon=True)
         self._sweeper.start()
         return self
@@ -235,10 +256,32 @@ class Server:
             self._grpc.stop()
         if self._http is not None:
             self._http.stop()
+        if self._status is not None:
+            self._status.stop()
         if self._sweeper is not None:
             self._sweeper.join()
         if drain:
             self.finish_all()
+
+    def _bind_all(self) -> None:
+        """Bind each enabled receiver and the status page; a failure names the receiver, address and flag."""
+        if self._http_address is not None:
+            # aiohttp loads only when the HTTP receiver is on (a gRPC-only serve runs without it).
+            from .http_server import OTLPHTTPServer  # noqa: PLC0415
+
+            with _naming("OTLP/HTTP", "--http", self._http_address):
+                self._http = OTLPHTTPServer(self._http_address, self._receive, self._table.reject, self.settings)
+        if self._grpc_address is not None:
+            host, port = _split_address(self._grpc_address, "--grpc")
+            with _naming("OTLP/gRPC", "--grpc", (host, port)):
+                check_free(host, port)
+                self._grpc = OTLPGrpcServer(self._grpc_address, self._receive, self._table.reject, self.settings)
+        if self._status_address is not None:
+            tls = self.settings.tls
+            with _naming("the status page", "--status", self._status_address):
+                self._status = StatusServer(self._status_address, self.status_document, self._trace_url,
+                                            tls.ssl_context() if tls is not None else None,
+                                            self.settings.bearer_token)
 
     def __enter__(self) -> Server:
         return self.start()
@@ -266,6 +309,17 @@ class Server:
     def stats(self) -> ServeStats:
         """A snapshot of the counters."""
         return self._table.stats()
+
+    @property
+    def status_port(self) -> int | None:
+        """The bound port of the status page, or None when disabled."""
+        return self._status.port if self._status is not None else None
+
+    def status_document(self) -> dict[str, Any]:
+        """What the status page shows now (the ``/traces.json`` document); empty without a status page."""
+        if self._board is None:
+            return {}
+        return self._board.snapshot(self._table.held(_MAX_HELD_SHOWN), self.stats())
 
     def connection_stats(self) -> ConnectionStats | None:
         """The HTTP receiver's connection counters, or None when it is disabled."""
@@ -306,6 +360,8 @@ class Server:
             since its last answer, had none, naming the attribute keys seen.
         """
         unread: list[Unread] = []
+        if self._board is not None:
+            self._board.spans(spans)
         events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer)
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
@@ -385,8 +441,11 @@ class Server:
                 _logger.warning("otel-loopguard serve: finishing idle traces failed: %s", exc, exc_info=exc)
 
     def _publish(self, events: list[VerdictEvent], finished: list[FinishedTrace]) -> None:
+        board = self._board
         for event in events:
             self._emitter.emit(event, None)
+            if board is not None:
+                board.event(event)
             for listener in self._listeners:
                 try:
                     listener(event)
@@ -394,6 +453,8 @@ class Server:
                     self._emitter.error(type(exc).__name__)
         for done in finished:
             report = done.report
+            if board is not None:
+                board.finished(done)
             for cause in done.unread:
                 self._emitter.unread(cause.reason, cause.spans)
                 self._log_unread(cause)
@@ -482,6 +543,9 @@ class ServeCommand:
     idle: float
     forward: bool
     settings: ServeSettings
+    status: str = DEFAULT_STATUS
+    trace_url: str | None = None
+    quiet: bool = False
 
 
 def command_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeCommand:
@@ -515,7 +579,75 @@ def command_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Se
         idle=DEFAULT_IDLE if idle is None else float(idle),
         forward=bool(pick("forward")),
         settings=settings,
+        status=DEFAULT_STATUS if pick("status") is None else pick("status"),
+        trace_url=pick("trace_url") or None,
+        quiet=bool(pick("quiet")),
     )
+
+
+def _receivers(command: ServeCommand) -> list[Receiver]:
+    """serve's own receivers with a fixed port (what its exporters must never send to)."""
+    own = []
+    for name, flag, address in (("OTLP/gRPC", "--grpc", command.grpc), ("OTLP/HTTP", "--http", command.http)):
+        if address:
+            host, port = _split_address(address, flag)
+            own.append((name, flag, host, port))
+    return own
+
+
+def _listening_line(server: Server, command: ServeCommand) -> str:
+    settings = command.settings
+    parts = []
+    scheme = "tls" if settings.tls is not None else "plain"
+    if server.grpc_port is not None:
+        parts.append(f"grpc {command.grpc.rpartition(':')[0]}:{server.grpc_port}")
+    if server.http_port is not None:
+        parts.append(f"http {server.http_host}:{server.http_port}")
+    auth = ", bearer token required" if settings.bearer_token is not None else ""
+    mtls = ", client certificates required" if settings.tls is not None and settings.tls.client_ca else ""
+    line = (f"otel-loopguard serve: listening on {', '.join(parts)} ({scheme}{mtls}{auth}; "
+            f"at most {settings.connections()} connections per receiver)")
+    if server.status_port is not None:
+        web = "https" if settings.tls is not None else "http"
+        line += f"; status page {web}://{command.status.rpartition(':')[0].strip('[]') or '127.0.0.1'}:" \
+                f"{server.status_port}/"
+    return line
+
+
+def _checked(command: ServeCommand) -> str | None:
+    """Why the command cannot start (one line), or None; prints the exposure warnings."""
+    if not command.grpc and not command.http:
+        return "both receivers are disabled (--grpc '' --http '')"
+    try:
+        hosts = {name: _split_address(address, flag)[0] for name, address, flag in (
+            ("OTLP/gRPC", command.grpc, "--grpc"), ("OTLP/HTTP", command.http, "--http"),
+            ("the status page", command.status, "--status")) if address}
+    except ValueError as exc:
+        return str(exc)
+    settings = command.settings
+    for warning in exposure_warnings(hosts, tls=settings.tls is not None, token=settings.bearer_token is not None,
+                                     mtls=settings.tls is not None and settings.tls.client_ca is not None):
+        print(f"otel-loopguard serve: WARNING: {warning}", file=sys.stderr, flush=True)
+    return None
+
+
+def _start(command: ServeCommand, config: LoopGuardConfig, providers: tuple[Any, Any],
+           forwarder: Forwarder | None) -> Server | str:
+    """The started server, or the one-line error that stopped it."""
+    try:
+        server = Server(config, grpc_address=command.grpc, http_address=command.http, idle=command.idle,
+                        logger_provider=providers[0], meter_provider=providers[1], forward=forwarder,
+                        settings=command.settings, status=command.status, trace_url=command.trace_url)
+        if not command.quiet:
+            from ..sdk.console import ConsoleLines, attach_stderr  # noqa: PLC0415
+
+            attach_stderr()
+            server.add_listener(ConsoleLines())
+        server.start()
+    except (ValueError, OSError, ConfigError) as exc:
+        return str(exc)
+    tune_gc()
+    return server
 
 
 def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
@@ -526,19 +658,10 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     """
     environ = os.environ if environ is None else environ
     command = command_settings(args, environ)
-    if not command.grpc and not command.http:
-        print("otel-loopguard: error: both receivers are disabled (--grpc '' --http '')", file=sys.stderr)
+    problem = _checked(command)
+    if problem is not None:
+        print(f"otel-loopguard: error: {problem}", file=sys.stderr)
         return 2
-    try:
-        hosts = {name: _split_address(address, flag)[0] for name, address, flag in (
-            ("OTLP/gRPC", command.grpc, "--grpc"), ("OTLP/HTTP", command.http, "--http")) if address}
-    except ValueError as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
-        return 2
-    settings = command.settings
-    for warning in exposure_warnings(hosts, tls=settings.tls is not None, token=settings.bearer_token is not None,
-                                     mtls=settings.tls is not None and settings.tls.client_ca is not None):
-        print(f"otel-loopguard serve: WARNING: {warning}", file=sys.stderr, flush=True)
     # Connection caps are derived from the open-file limit: raise it first, as a Go server would.
     raise_open_file_limit()
     stop = threading.Event()
@@ -549,31 +672,23 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     from ..sdk.providers import build_providers, service_resource  # noqa: PLC0415 - the SDK loads only here
 
-    logger_provider, meter_provider = build_providers(environ, service_resource(DEFAULT_SERVICE_NAME))
-    forwarder = Forwarder(environ) if command.forward else None
-    try:
-        server = Server(config, grpc_address=command.grpc, http_address=command.http, idle=command.idle,
-                        logger_provider=logger_provider, meter_provider=meter_provider, forward=forwarder,
-                        settings=settings)
-        server.start()
-        tune_gc()
-    except ImportError as exc:
-        print(f"otel-loopguard: error: the OTLP/HTTP receiver needs aiohttp ({exc}); "
-              "install otel-loopguard[serve], or disable it with --http ''", file=sys.stderr)
+    env, notes = export_environ(environ, _receivers(command))
+    refusal = forward_refusal(environ, _receivers(command)) if command.forward else None
+    if refusal is not None:
+        notes.append(refusal)
+    logger_provider, meter_provider = build_providers(env, service_resource(DEFAULT_SERVICE_NAME))
+    forwarder = Forwarder(environ) if command.forward and refusal is None else None
+    server = _start(command, config, (logger_provider, meter_provider), forwarder)
+    if isinstance(server, str):
+        print(f"otel-loopguard: error: serve: {server}", file=sys.stderr)
+        if forwarder is not None:
+            forwarder.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         return 2
-    except (ValueError, OSError) as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
-        return 2
-    parts = []
-    scheme = "tls" if settings.tls is not None else "plain"
-    if server.grpc_port is not None:
-        parts.append(f"grpc {command.grpc.rpartition(':')[0]}:{server.grpc_port}")
-    if server.http_port is not None:
-        parts.append(f"http {server.http_host}:{server.http_port}")
-    auth = ", bearer token required" if settings.bearer_token is not None else ""
-    mtls = ", client certificates required" if settings.tls is not None and settings.tls.client_ca else ""
-    print(f"otel-loopguard serve: listening on {', '.join(parts)} ({scheme}{mtls}{auth}; "
-          f"at most {settings.connections()} connections per receiver)", file=sys.stderr, flush=True)
+    print(_listening_line(server, command), file=sys.stderr, flush=True)
+    for note in notes:
+        print(f"otel-loopguard serve: {note}", file=sys.stderr, flush=True)
     try:
         # Event.wait without a timeout cannot be interrupted by a signal on every platform; wake up now and then.
         while not stop.wait(1.0):

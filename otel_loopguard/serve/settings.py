@@ -258,7 +258,8 @@ class ServeSettings:
 # The [serve] keys: the command's long options with "_" for "-" (addresses and files as strings).
 SETTING_NAMES = tuple(f.name for f in fields(ServeSettings) if f.name not in ("tls", "bearer_token"))
 SERVE_TABLE_KEYS = frozenset({
-    "grpc", "http", "idle", "forward", "tls_cert", "tls_key", "tls_client_ca", "bearer_token_file", *SETTING_NAMES,
+    "grpc", "http", "idle", "forward", "tls_cert", "tls_key", "tls_client_ca", "bearer_token_file", "status",
+    "trace_url", "quiet", *SETTING_NAMES,
 })
 
 
@@ -287,11 +288,12 @@ def read_serve_table(path: str | os.PathLike[str]) -> dict[str, Any]:
     unknown = sorted(set(table) - SERVE_TABLE_KEYS)
     if unknown:
         raise ConfigError(f"{path}: [serve]: unknown key(s) {', '.join(unknown)}")
-    for key in ("grpc", "http", "tls_cert", "tls_key", "tls_client_ca", "bearer_token_file"):
+    for key in ("grpc", "http", "tls_cert", "tls_key", "tls_client_ca", "bearer_token_file", "status", "trace_url"):
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"{path}: [serve] {key} must be a string, got {table[key]!r}")
-    if "forward" in table and not isinstance(table["forward"], bool):
-        raise ConfigError(f"{path}: [serve] forward must be true or false, got {table['forward']!r}")
+    for key in ("forward", "quiet"):
+        if key in table and not isinstance(table[key], bool):
+            raise ConfigError(f"{path}: [serve] {key} must be true or false, got {table[key]!r}")
     for key in ("idle", *SETTING_NAMES):
         value = table.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):

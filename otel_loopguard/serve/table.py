@@ -143,6 +143,17 @@ class ServeStats:
     kept_bytes: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class HeldTrace:
+    """An open trace as the status page shows it: verdict now, tool calls judged, cost when known, agent."""
+
+    trace_id: int
+    verdict: str
+    tool_calls: int
+    cost_usd: float | None
+    agent: str | None
+
+
 _COUNTERS = ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_spans", "rejudged_traces",
              "rejudged_events_retracted", "inexact_traces", "rejected_requests", "duplicate_spans",
              "reordered_traces")
@@ -448,6 +459,20 @@ class TraceTable:
         """A snapshot of the counters."""
         with self._lock:
             return ServeStats(open_traces=len(self._open), kept_bytes=self._kept, **self._counts)
+
+    def held(self, limit: int) -> list[HeldTrace]:
+        """The ``limit`` most recently active open traces, oldest first (for the status page)."""
+        with self._lock:
+            traces = list(self._open.values())[-limit:]
+        held = []
+        for trace in traces:
+            with trace.lock:  # the judge builds its state on first use: never from two threads at once
+                judge = trace.judge
+                cost = judge.cost if judge.seen_usage else None
+                held.append(HeldTrace(trace.trace_id, judge.verdict.kind, judge.steps,
+                                      cost.usd if cost is not None and not cost.unpriced_tokens else None,
+                                      trace.context[0]))
+        return held
 
     # -- internals -------------------------------------------------------------
 

@@ -133,7 +133,8 @@ def test_shuffled_split_and_duplicated_spans_give_the_recorded_reports(path: Pat
         part = items[start:end]
         start = end
         cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(part) - 1)), max_size=4))))
-        paths.append(_write_lines(folder, f"part{i}.jsonl", part, [c for c in cuts if c < len(part)]))
+        if part:  # a file with no span is an input error of its own ("no spans in this file"), not a split of a trace
+            paths.append(_write_lines(folder, f"part{i}.jsonl", part, [c for c in cuts if c < len(part)]))
     status, reports = _audit(paths)
     expected_status, expected = _baseline(path)
     assert (status, reports) == (expected_status, expected)

@@ -114,7 +114,7 @@ class Serve:
             **(environ or {}),
         })  # fmt: skip
         command = [str(Path(sys.executable).parent / "otel-loopguard"), "serve",
-                   "--grpc", f"127.0.0.1:{self.port}", "--http", ""]  # fmt: skip
+                   "--grpc", f"127.0.0.1:{self.port}", "--http", "", "--status", ""]  # fmt: skip
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + WAIT

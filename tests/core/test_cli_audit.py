@@ -49,7 +49,8 @@ def test_readable_output_of_a_stuck_trace(files: dict[str, str], capsys: pytest.
     # The --json test below pins the 0-based steps: stuck and nudged at index 3, stopped at 4; six calls. Numbered
     # from 1 (as loopguard.steps counts), that is calls 4, 4 and 5, and the trace stays stuck to its 6th call.
     assert out.splitlines() == [
-        f"{files['stuck_search']}: stuck (rule period, period 1) after 6 tool calls; "
+        # Stuck first by frequency (call 4), by period at the end: the headline names both, as the timeline does.
+        f"{files['stuck_search']}: stuck (rules frequency then period, period 1) after 6 tool calls; "
         "stuck at calls 4-6, nudged at call 4, stopped at call 5",
         "  step audit: ok",
         "  call 4: working -> stuck (rule frequency)",
@@ -201,7 +202,8 @@ def test_bad_config_file_exits_two(tmp_path: Path, files: dict[str, str], capsys
     cfg.write_text("window = 0\n")
     status, out, err = run(["audit", "--config", str(cfg), files["healthy"]], capsys)
     assert (status, out) == (EXIT_ERROR, "")
-    assert err == "otel-loopguard: error: window must be a positive integer, got 0\n"
+    # The error names the file and the key (a value from the file, not from the command line or environment).
+    assert err == f"otel-loopguard: error: {cfg}: window: must be a positive integer, got 0\n"
 
 
 def test_detector_flags_reach_the_engine(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

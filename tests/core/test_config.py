@@ -213,8 +213,8 @@ def test_bad_argument_is_not_rescued_by_the_environment() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("window = -1\n", "window must be a positive integer, got -1"),
-        ("window = 'big'\n", "window must be a positive integer, got 'big'"),
+        ("window = -1\n", "window: must be a positive integer, got -1"),
+        ("window = 'big'\n", "window: must be a positive integer, got 'big'"),
         ("colour = 1\n", "top level: unknown key(s) colour"),
         ("[retry]\nbackoff = 2\n", "[retry]: unknown key(s) backoff"),
         ("[retry]\nbackoff_rate = 0.5\n", "retry.backoff_rate must be >= 1, got 0.5"),
@@ -228,7 +228,7 @@ def test_bad_argument_is_not_rescued_by_the_environment() -> None:
         ('[tools."t"]\nexempt = "yes"\n', "tools.exempt must be true or false, got 'yes'"),
         ('[tools."t"]\nmin_repetitions = 0\n', '[tools."t"]: tools.min_repetitions must be a positive integer, got 0'),
         ('[tools."t"]\nignore = ["a"]\n', '[tools."t"]: unknown key(s) ignore'),
-        ("volatile_keys = 'requestId'\n", "volatile_keys must be a list of strings, got 'requestId'"),
+        ("volatile_keys = 'requestId'\n", "volatile_keys: must be a list of strings, got 'requestId'"),
         ("retry = 3\n", "[retry] must be a TOML table, got 3"),
         ("[prices]\nm = 3\n", '[prices."m"] must be a TOML table, got 3'),
         ("[tools]\nt = 'x'\n", "[tools.\"t\"] must be a TOML table, got 'x'"),

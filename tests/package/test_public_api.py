@@ -16,7 +16,7 @@ EXPECTED = {
     "NORMALIZER_VERSION", "ActionSignature", "ConfigError", "InputError", "Intervention", "Lease",
     "LeasePolicy", "LoopEngine", "LoopGuardConfig", "LoopGuardError", "LoopGuardSpanProcessor", "LoopStopped",
     "Observation", "Prices", "RetryPolicy", "ToolCall", "ToolSettings", "TraceReport", "Transition", "Usage",
-    "Verdict", "VerdictEvent", "__version__", "audit_trace", "cost_usd", "read_spans",
+    "Verdict", "VerdictEvent", "__version__", "audit_trace", "configure", "cost_usd", "read_spans",
 }
 
 

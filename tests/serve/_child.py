@@ -31,7 +31,10 @@ _FIRST_LINES = ("otel-loopguard serve: listening on", "otel-loopguard: error")
 
 
 def serve_argv(args: Sequence[str], file_limit: int | None = None) -> list[str]:
-    """The command line of ``serve ARGS``, under an open-file limit when given (set by the child itself)."""
+    """The command line of ``serve ARGS``, under an open-file limit when given (set by the child itself); the status
+    page on a free port unless ARGS name one (its default port would collide between tests running at once)."""
+    if "--status" not in args:
+        args = [*args, "--status", "127.0.0.1:0"]
     if file_limit is None:
         return [sys.executable, "-m", "otel_loopguard.cli", "serve", *args]
     return [sys.executable, "-c", LIMITED, str(file_limit), "serve", *args]
