@@ -337,7 +337,14 @@ class LeasePolicy:
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million tokens for one model."""
+    """USD per million tokens for one model.
+
+    Args:
+        input: price of input tokens (the cached ones excluded).
+        output: price of output tokens.
+        cache_read: price of input tokens read from the provider's cache.
+        cache_write: price of input tokens written to the provider's cache.
+    """
 
     input: float = _setting(check=_non_negative)
     output: float = _setting(check=_non_negative)
