@@ -38,7 +38,8 @@ def main() -> int:
         started = time.monotonic()
         problem = run(Path(__file__).resolve().parent / name)
         failed += problem is not None
-        print(f"{'FAIL' if problem else 'ok  '} {name} ({time.monotonic() - started:.1f} s){': ' + problem if problem else ''}")
+        seconds = time.monotonic() - started
+        print(f"ok   {name} ({seconds:.1f} s)" if problem is None else f"FAIL {name} ({seconds:.1f} s): {problem}")
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -121,8 +122,7 @@ def render_environment() -> str:
     """Every ``LOOPGUARD_*`` variable with the docstring its constant carries in ``environment_variables.py``."""
     tree = ast.parse(inspect.getsource(environment_variables))
     rows = ["| variable | meaning |", "|---|---|"]
-    body = tree.body
-    for statement, following in zip(body, body[1:]):
+    for statement, following in itertools.pairwise(tree.body):
         if (isinstance(statement, ast.Assign) and isinstance(following, ast.Expr)
                 and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
             name = statement.targets[0].id  # type: ignore[attr-defined]
