@@ -24,8 +24,8 @@ from . import names as n
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
-    "NO_TOOL_CALLS",
     "CONVENTIONS_PAGE",
+    "NO_TOOL_CALLS",
     "UNKNOWN_ATTRIBUTES",
     "Unread",
     "UnreadTrace",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_loopguard.conventions.unread import NO_TOOL_CALLS, CONVENTIONS_PAGE, UNKNOWN_ATTRIBUTES
+from otel_loopguard.conventions.unread import CONVENTIONS_PAGE, NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness
 from tests.support.recorded_fixtures import FIXTURES

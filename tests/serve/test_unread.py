@@ -16,7 +16,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from otel_loopguard.conventions.unread import NO_TOOL_CALLS, CONVENTIONS_PAGE
+from otel_loopguard.conventions.unread import CONVENTIONS_PAGE, NO_TOOL_CALLS
 from tests.serve._support import EXPORT_METHOD, Harness, post, to_proto
 from tests.support.recorded_fixtures import FIXTURES
 
