@@ -507,7 +507,7 @@ class LoopGuardConfig:
         """Build a configuration from defaults, the environment, a TOML file and keyword arguments.
 
         Args:
-            path: a TOML file (see the README for its keys); ``LOOPGUARD_CONFIG`` names one when None.
+            path: a TOML file (its keys: docs/configuration.md); ``LOOPGUARD_CONFIG`` names one when None.
             environ: the environment to read ``LOOPGUARD_*`` from (``os.environ`` when None).
             **overrides: settings that win over everything else.
 
