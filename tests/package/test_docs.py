@@ -16,6 +16,7 @@ import yaml
 
 from otel_loopguard.core.config import LoopGuardConfig
 from tests.support.external import require_module
+from tests.support.json_paths import strings_below
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -32,17 +33,6 @@ def _hook() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _nav_pages(nav: object) -> list[str]:
-    """Every page file named in mkdocs.yml's nav, depth first."""
-    if isinstance(nav, str):
-        return [nav]
-    if isinstance(nav, list):
-        return [page for item in nav for page in _nav_pages(item)]
-    if isinstance(nav, dict):
-        return [page for value in nav.values() for page in _nav_pages(value)]
-    return []
 
 
 def test_the_readme_has_at_most_300_lines() -> None:
@@ -68,7 +58,7 @@ def test_every_relative_link_of_the_readme_exists() -> None:
 
 def test_the_nav_and_the_pages_are_the_same_set() -> None:
     """Every page in mkdocs.yml's nav exists under docs/, and every Markdown page under docs/ is in the nav."""
-    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    nav = strings_below(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
     pages = {str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md")}
     assert sorted(nav) == sorted(pages)
     for placeholder in ("architecture.md", "setup.md", "status-page.md", "hostile-input.md", "backends.md",
