@@ -399,7 +399,7 @@ def format_report(report: TraceReport, color: bool = False) -> str:
         timeline.append((i.step, 1, f"  call {i.step + 1}: {paint(i.action)}: {printable(i.message)}"))
     timeline.sort(key=lambda item: item[:2])
     lines.extend(text for _, _, text in timeline)
-    # Why spans that look like an agent's could not be read (keys and README section; no attribute values).
+    # Why spans that look like an agent's could not be read (keys and documentation page; no attribute values).
     lines.extend(f"  unread: {printable(unread['message'])}" for unread in report.unread)
     return "\n".join(lines) + "\n"
 

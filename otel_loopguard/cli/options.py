@@ -37,7 +37,7 @@ _DETECTOR_FLAGS = (
 
 def detector_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--config`` and the detector flags that override the configuration."""
-    parser.add_argument("--config", metavar="FILE.toml", help="configuration file (see README, Configuration)")
+    parser.add_argument("--config", metavar="FILE.toml", help="configuration file (see docs/configuration.md)")
     for flag, kind, text in _DETECTOR_FLAGS:
         parser.add_argument(f"--{flag}", type=kind, metavar="N", help=text)
     parser.add_argument("--max-cost", type=float, metavar="USD", dest="max_cost_usd", help="cost budget per trace")

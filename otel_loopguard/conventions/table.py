@@ -1,9 +1,9 @@
 """Every convention loopguard reads, one row each: how a span is recognised and where each part of a call is.
 
 This module is data: the :class:`~.extract.Extractor` compiles these rows once and reads every span through them,
-and the README's convention table is this table in prose. A row is tried in order and the first whose ``when``
-conditions all hold describes the span; within a row, each part (tool name, arguments, result, error, call id,
-agent) is read from the first of its sources that is present.
+and the documentation's convention table (docs/conventions.md) is this table in prose. A row is tried in order
+and the first whose ``when`` conditions all hold describes the span; within a row, each part (tool name,
+arguments, result, error, call id, agent) is read from the first of its sources that is present.
 
 Sources name a span attribute, the attribute of a span event, or the span name; a ``path`` reads inside the JSON
 text of the value (``kwargs.name`` of a serialised LangChain ToolMessage). ``unwrap_arguments``/``unwrap_result``
@@ -82,7 +82,7 @@ class Source:
     strip_suffix: str = ""
 
     def describe(self) -> str:
-        """The source as the README writes it."""
+        """The source as the documentation writes it."""
         if self.from_span_name:
             text = "span name"
             if self.strip_prefix:
@@ -119,7 +119,7 @@ class Convention:
 
     Attributes:
         name: short name (used in logs, tests and ``audit`` notes).
-        title: frameworks and instrumentations it covers (the README's words).
+        title: frameworks and instrumentations it covers (the documentation's words).
         when: conditions that recognise its tool spans (all must hold).
         tool_name, arguments, result, error, call_id, agent_name: sources, first present wins. An ``error`` value
             that is a string is the error class; ``true`` means failed (class from the exception event or status).

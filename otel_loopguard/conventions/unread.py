@@ -30,8 +30,8 @@ from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
     "CALLS_WITHOUT_CONTENT",
+    "CONVENTIONS_PAGE",
     "NO_TOOL_CALLS",
-    "README_SECTION",
     "TRACE_CAUSES",
     "UNKNOWN_ATTRIBUTES",
     "Unread",
@@ -45,8 +45,8 @@ CALLS_WITHOUT_CONTENT = "calls_without_content"
 #: Causes known only when the whole trace has been read (``serve`` tells them in a later answer to the sender).
 TRACE_CAUSES = frozenset({NO_TOOL_CALLS, CALLS_WITHOUT_CONTENT})
 UNKNOWN_ATTRIBUTES = "unknown_attributes"
-#: Where the README explains what is read and how to make the rest readable.
-README_SECTION = "README.md, section 'Conventions read'"
+#: Where the documentation explains what is read and how to make the rest readable.
+CONVENTIONS_PAGE = "the documentation page 'Conventions read' (docs/conventions.md)"
 
 #: Attribute keys named in a note at most (the rest are counted).
 MAX_KEYS = 12
@@ -125,19 +125,19 @@ class Unread(NamedTuple):
 
 
 def message(unread: Unread) -> str:
-    """The one-line explanation of a cause, naming the keys seen and the README section (no attribute values)."""
+    """The one-line explanation of a cause, naming the keys seen and the documentation page (no attribute values)."""
     keys = ", ".join(unread.keys) if unread.keys else "none"
     if unread.reason == CALLS_WITHOUT_CONTENT:
         return (f"{unread.spans} model span(s) say tool calls happened but record neither the calls nor their "
                 f"results (message content not captured), so the calls cannot be compared and the trace is at most "
-                f"uncertain; evidence seen: {keys}; capture message content on spans, see {README_SECTION}")
+                f"uncertain; evidence seen: {keys}; capture message content on spans, see {CONVENTIONS_PAGE}")
     if unread.reason == NO_TOOL_CALLS:
         return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
                 f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
                 f"set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY); model span attributes seen: "
-                f"{keys}; see {README_SECTION}")
+                f"{keys}; see {CONVENTIONS_PAGE}")
     return (f"{unread.spans} tool span(s) whose arguments or result are in attributes no convention reads: {keys}; "
-            f"describe them in a [conventions.NAME] table, see {README_SECTION}")
+            f"describe them in a [conventions.NAME] table, see {CONVENTIONS_PAGE}")
 
 
 # The GenAI attribute keys of a model span, by its key tuple (spans of one instrumentation share one).

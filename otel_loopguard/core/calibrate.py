@@ -5,7 +5,7 @@ setting of a :class:`Grid`, judges every trace with a new :class:`~.engine.LoopE
 :class:`~.judge.TraceJudge` per trace, exactly as ``audit`` judges it (the processor and ``serve`` run the same
 engine). Nothing is read or decoded again per setting.
 
-Definitions (the README's ``calibrate`` section says the same):
+Definitions (the documentation's ``calibrate`` page, docs/calibrate.md, says the same):
 
 * **caught**: an incident trace that reached ``stuck`` after some call (the nudge is decided on that call).
 * **stopped**: a trace stopped for a loop (a stop whose rule is ``period`` or ``frequency``). Stops for the step

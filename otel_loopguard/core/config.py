@@ -338,7 +338,14 @@ class LeasePolicy:
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million tokens for one model."""
+    """USD per million tokens for one model.
+
+    Args:
+        input: price of input tokens (the cached ones excluded).
+        output: price of output tokens.
+        cache_read: price of input tokens read from the provider's cache.
+        cache_write: price of input tokens written to the provider's cache.
+    """
 
     input: float = _setting(check=_non_negative)
     output: float = _setting(check=_non_negative)
@@ -501,7 +508,7 @@ class LoopGuardConfig:
         """Build a configuration from defaults, the environment, a TOML file and keyword arguments.
 
         Args:
-            path: a TOML file (see the README for its keys); ``LOOPGUARD_CONFIG`` names one when None.
+            path: a TOML file (its keys: docs/configuration.md); ``LOOPGUARD_CONFIG`` names one when None.
             environ: the environment to read ``LOOPGUARD_*`` from (``os.environ`` when None).
             **overrides: settings that win over everything else.
 

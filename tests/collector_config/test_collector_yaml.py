@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard.conventions import names as n
+from tests.support.json_paths import strings_below
 
 from ._collector import merge
 from ._support import CONFIG_DIR, load_yaml, names_values
@@ -72,17 +73,6 @@ CONFIGS = _configs()
 def _defaults(value: str) -> str:
     """Resolve ${env:NAME:-default} to its default, as a Collector started without that variable would."""
     return _ENV.sub(lambda m: m.group(2) or "", value)
-
-
-def _ottl_statements(node: Any) -> list[str]:
-    """Every string below a node (OTTL statements and conditions are plain strings in lists)."""
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, list):
-        return [s for item in node for s in _ottl_statements(item)]
-    if isinstance(node, dict):
-        return [s for item in node.values() for s in _ottl_statements(item)]
-    return []
 
 
 @pytest.mark.parametrize("name", [*FULL_CONFIGS, *OVERLAYS])
@@ -196,7 +186,7 @@ def test_every_attribute_key_in_ottl_is_a_known_name(name: str) -> None:
     """Attribute keys in redaction and sampling rules are names from otel_loopguard.conventions.names."""
     known = names_values()
     processors = CONFIGS[name].get("processors") or {}
-    keys = {key for s in _ottl_statements(processors) for key in (*_ATTR_KEY.findall(s), *_DELETE_KEY.findall(s))}
+    keys = {key for s in strings_below(processors) for key in (*_ATTR_KEY.findall(s), *_DELETE_KEY.findall(s))}
     assert keys, "expected OTTL with attribute keys"
     assert keys <= known, keys - known
 

@@ -78,9 +78,9 @@ def test_the_known_keys_builder() -> None:
 
 
 def test_messages() -> None:
-    # The README's words for each cause, with the spans counted, the keys joined by ", " ("none" without keys) and
-    # the README section named.
-    readme = "README.md, section 'Conventions read'"
+    # The documentation's words for each cause, with the spans counted, the keys joined by ", " ("none" without
+    # keys) and the documentation page named.
+    readme = "the documentation page 'Conventions read' (docs/conventions.md)"
     assert message(Unread(NO_TOOL_CALLS, ("gen_ai.operation.name", "gen_ai.usage.input_tokens"), 2)) == (
         "2 GenAI span(s) but no tool call could be read: no tool span of a known convention, and no tool call in the "
         "model spans' messages (content not captured, or sent to log records: set "

@@ -45,7 +45,7 @@ def _audit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict[str, An
 
 def test_unknown_content_attributes_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """GenAI tool spans whose content sits in attributes no convention reads: the loop is uncertain (content not
-    found) and audit names the keys and the README section; a [conventions] table then reads them (stuck)."""
+    found) and audit names the keys and the documentation page; a [conventions] table then reads them (stuck)."""
     doc = _rename_content(json.loads((FIXTURES / "pydantic_ai__same_call_loop.json").read_text()),
                           {"gen_ai.tool.call.arguments": "myfw.tool_input", "gen_ai.tool.call.result": "myfw.output"})
     path = tmp_path / "myfw.json"
@@ -55,7 +55,7 @@ def test_unknown_content_attributes_are_named(tmp_path: Path, capsys: pytest.Cap
     [unread] = report["unread"]
     assert (unread["reason"], unread["keys"], unread["spans"]) == (UNKNOWN_ATTRIBUTES,
                                                                    ["myfw.output", "myfw.tool_input"], 5)
-    assert "README.md" in unread["message"] and "myfw.tool_input" in unread["message"]
+    assert "docs/conventions.md" in unread["message"] and "myfw.tool_input" in unread["message"]
     assert "  unread: 5 tool span(s) whose arguments or result are in attributes no convention reads" in text
 
     config = tmp_path / "c.toml"
@@ -67,7 +67,7 @@ def test_unknown_content_attributes_are_named(tmp_path: Path, capsys: pytest.Cap
 
 def test_no_readable_call_in_model_spans_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     """The anthropic SDK's own spans with content off: six model spans, no content and no finish reason: no call,
-    and a note naming SPAN_ONLY, the model spans' keys and the README section."""
+    and a note naming SPAN_ONLY, the model spans' keys and the documentation page."""
     report, text = _audit(capsys, str(FIXTURES / "model_spans" / "anthropic_sdk__no_content.json"))
     assert report["steps_used"] == 0
     [unread] = report["unread"]

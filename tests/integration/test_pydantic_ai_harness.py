@@ -1,6 +1,6 @@
 """A real pydantic-ai agent, traced by its own instrumentation, nudged and then stopped by loopguard.
 
-This is the README's integration example, kept working by this test: the
+This is the documentation's integration example (docs/harness.md), kept working by this test: the
 model keeps asking for the same search; the nudge reaches the model inside the
 next tool result, and the run ends with ``LoopStopped`` and a clear status.
 """

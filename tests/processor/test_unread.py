@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_loopguard.conventions.unread import NO_TOOL_CALLS, README_SECTION, UNKNOWN_ATTRIBUTES
+from otel_loopguard.conventions.unread import CONVENTIONS_PAGE, NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness
 from tests.support.recorded_fixtures import FIXTURES
@@ -56,7 +56,7 @@ def test_model_spans_without_readable_calls_are_counted_and_logged_once(
     assert harness.events == []
     [warning] = _warnings(caplog)
     assert "6 GenAI span(s) but no tool call could be read" in warning
-    assert "SPAN_ONLY" in warning and README_SECTION in warning
+    assert "SPAN_ONLY" in warning and CONVENTIONS_PAGE in warning
     assert "gen_ai.usage.input_tokens" in warning
     assert harness.processor.errors == 0
 

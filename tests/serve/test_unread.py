@@ -17,7 +17,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from otel_loopguard.conventions.unread import NO_TOOL_CALLS, README_SECTION
+from otel_loopguard.conventions.unread import CONVENTIONS_PAGE, NO_TOOL_CALLS
 from tests.serve._support import EXPORT_METHOD, Harness, post, to_proto
 from tests.support.recorded_fixtures import FIXTURES
 
@@ -91,7 +91,7 @@ def test_partial_success_on_every_transport(caplog: pytest.LogCaptureFixture) ->
 
         for message in messages:
             assert "6 GenAI span(s) but no tool call could be read" in message
-            assert "SPAN_ONLY" in message and README_SECTION in message
+            assert "SPAN_ONLY" in message and CONVENTIONS_PAGE in message
         assert h.wait_reports(3)
         assert _unread_points(h) == {NO_TOOL_CALLS: 18}
         for report in h.reports:
