@@ -38,6 +38,7 @@ from tests.support.external import unavailable
 from tests.support.jaeger import JAEGER_ENV, jaeger_get
 
 from ._demo_stack import DEMO_SERVICE, DemoStack, demo_stack, search, verdict_logs
+from ._loki import LABEL_NAME, LokiEntry, loki_entry, select
 from ._prometheus import get_json, instant
 from ._support import DASHBOARD_FILE, load_yaml
 from .test_rules_and_dashboard import explore_query, trace_links
@@ -237,3 +238,50 @@ def test_documented_prometheus_yml_keeps_the_agent_as_job(stack: DemoStack, reco
     recorded["job_values"] = jobs
     assert jobs == [DEMO_SERVICE]
     assert exported == []
+
+
+def _loki_entries(stack: DemoStack) -> list[LokiEntry]:
+    return [loki_entry(r) for r in verdict_logs(stack.loki)]
+
+
+def _loki_target(title: str) -> str:
+    [panel] = [p for p in DASHBOARD["panels"] if p["title"] == title]
+    return panel["targets"][0]["expr"]
+
+
+def test_loki_stores_verdict_records_under_the_names_the_dashboard_reads(stack: DemoStack,
+                                                                         recorded: dict[str, Any]) -> None:
+    """Under Loki's OTLP mapping the records carry every field the dashboard and the derived field name."""
+    entries = _loki_entries(stack)
+    assert len(entries) == 7  # the verdict events of the table in the module docstring
+    for entry in entries:
+        assert all(LABEL_NAME.match(name) for name in (*entry.labels, *entry.metadata)), entry
+        assert entry.labels["service_name"] == DEMO_SERVICE
+        assert entry.metadata["trace_id"] in stack.traces.values() and len(entry.metadata["span_id"]) == 16
+    [table] = [p for p in DASHBOARD["panels"] if p["title"] == "Verdict events with trace links"]
+    columns = set(table["transformations"][1]["options"]["includeByName"]) - {"Time"}
+    assert columns <= {name for e in entries for name in e.metadata}
+    provisioning = load_yaml(DASHBOARD_FILE.parent / "loki-datasource.yaml")
+    assert provisioning["datasources"][0]["jsonData"]["derivedFields"][0]["matcherRegex"] == "trace_id"
+    stuck = next(e for e in entries if e.metadata["loopguard_intervention"] == "nudge"
+                 and e.metadata["gen_ai_agent_name"] == "support-bot")  # fmt: skip
+    recorded["loki_stuck_entry"] = {"labels": sorted(stuck.labels), "metadata": sorted(stuck.metadata)}
+    assert stuck.metadata["loopguard_period"] == "1" and stuck.metadata["loopguard_repetitions"] == "3"
+
+
+def test_loki_panels_on_the_demo(stack: DemoStack, recorded: dict[str, Any]) -> None:
+    """The Loki panels' queries over the mapped records: stuck events by tool, and the default verdict filter."""
+    entries = _loki_entries(stack)
+    loops = _loki_target("Top tools in loops (stuck verdict events)")
+    inner = loops.split("count_over_time(", 1)[1].rsplit("[$__range]", 1)[0]
+    by_tool: dict[str, int] = {}
+    for entry in select(entries, inner):
+        tool = entry.metadata["gen_ai_tool_name"]
+        by_tool[tool] = by_tool.get(tool, 0) + 1
+    # support-bot's nudge and stop events (both verdict stuck), research-bot's nudge.
+    assert by_tool == {"search_kb": 2, "web_search": 1}
+    # The verdict variable's default [stuck, uncertain], as Grafana writes a multi-value into a regex.
+    shown = select(entries, _loki_target("Verdict events").replace("$verdict", "(stuck|uncertain)"))
+    agents = sorted(e.metadata["gen_ai_agent_name"] for e in shown)
+    recorded["loki_panels"] = {"top_tools_in_loops": by_tool, "verdict_events_default": agents}
+    assert agents == ["ops-bot", "research-bot", "support-bot", "support-bot"]
