@@ -21,22 +21,10 @@ SOURCES=(go.mod go.sum)
 
 log() { printf 'build-jaeger.sh: %s\n' "$*" >&2; }
 
-HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
-export HOME
-if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-  PATH="/usr/local/go/bin:$PATH"
-fi
-if ! command -v go >/dev/null 2>&1; then
-  log "the go command is not installed; the Jaeger tests need Go (see tests/collector/build-jaeger.sh)"
-  exit 1
-fi
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
-export CGO_ENABLED=0
-
-digest="$(cd "$SRC" && cat "${SOURCES[@]}" | sha256sum | cut -c1-16)"
-cache_dir="${LOOPGUARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-loopguard}"
-binary="$cache_dir/jaeger-$RELEASE-$digest"
+# shellcheck source=gobuild.sh
+source "$HERE/gobuild.sh"
+go_environment "the Jaeger tests"
+binary="$(cached_binary "jaeger-$RELEASE" "$SRC" "${SOURCES[@]}")"
 
 if [[ -x "$binary" ]]; then
   log "up to date: $binary"
@@ -44,15 +32,5 @@ if [[ -x "$binary" ]]; then
   exit 0
 fi
 
-mkdir -p "$cache_dir"
-log "building $binary (a cold build takes several minutes on 2 cores)"
-start=$SECONDS
-tmp="$(mktemp "$cache_dir/.jaeger-build.XXXXXX")"
-trap 'rm -f "$tmp"' EXIT
-(cd "$SRC" && go build -trimpath -ldflags='-s -w' -o "$tmp" github.com/jaegertracing/jaeger/cmd/jaeger)
-"$tmp" version >&2 || true
-chmod +x "$tmp"
-mv -f "$tmp" "$binary"
-trap - EXIT
-log "built in $((SECONDS - start)) s"
+build_cached "$binary" "$SRC" version github.com/jaegertracing/jaeger/cmd/jaeger
 printf '%s\n' "$binary"
