@@ -596,6 +596,9 @@ class TraceTable:
         if not added:
             return 0
         was_reordered = judge.reordered
+        # A new trace is counted as started in the verdict it had before this batch (working); the transitions
+        # told below move it, so the gauge by verdict returns to 0 when it ends.
+        before = judge.verdict.kind
         judged: list[Step] = []
         told = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
@@ -616,7 +619,7 @@ class TraceTable:
             events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:
             trace.tracked = True
-            started.append(judge.verdict.kind)
+            started.append(before)
         if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
             judge.drop_steps()
             counts["inexact_traces"] += 1

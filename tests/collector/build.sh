@@ -26,33 +26,16 @@ SOURCES=(go.mod go.sum components.go main.go main_others.go main_windows.go)
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 
-# Go keeps its caches under $HOME (and so does this script); a CI environment without HOME gets the user's home
-# directory from the password database, as Python's Path.home() does in tests/support/otelcol.py.
-HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
-export HOME
-
-# The official Go distribution installs into /usr/local/go/bin, which a non-login shell may not have on PATH.
-if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-  PATH="/usr/local/go/bin:$PATH"
-fi
-if ! command -v go >/dev/null 2>&1; then
-  log "the go command is not installed; the Collector tests need Go (see tests/collector/build.sh)"
-  exit 1
-fi
-# Modules come from the Go module proxy only: nothing else is reachable from CI, and a module the proxy does
-# not serve should fail loudly instead of falling back to a version-control checkout.
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
-export CGO_ENABLED=0
+# shellcheck source=gobuild.sh
+source "$HERE/gobuild.sh"
+go_environment "the Collector tests"
 
 if [[ "${1:-}" == "--regenerate" ]]; then
   log "regenerating $SRC with $BUILDER"
   (cd "$HERE" && go run "$BUILDER" --config manifest.yaml --skip-compilation >&2)
 fi
 
-digest="$(cd "$SRC" && cat "${SOURCES[@]}" | sha256sum | cut -c1-16)"
-cache_dir="${LOOPGUARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-loopguard}"
-binary="$cache_dir/otelcol-loopguard-$RELEASE-$digest"
+binary="$(cached_binary "otelcol-loopguard-$RELEASE" "$SRC" "${SOURCES[@]}")"
 
 if [[ -x "$binary" ]]; then
   log "up to date: $binary"
@@ -60,16 +43,5 @@ if [[ -x "$binary" ]]; then
   exit 0
 fi
 
-mkdir -p "$cache_dir"
-log "building $binary (a cold build takes several minutes on 2 cores)"
-start=$SECONDS
-tmp="$(mktemp "$cache_dir/.otelcol-build.XXXXXX")"
-trap 'rm -f "$tmp"' EXIT
-# -trimpath and -s -w as the Collector builder compiles its distributions.
-(cd "$SRC" && go build -trimpath -ldflags='-s -w' -o "$tmp" .)
-"$tmp" --version >&2
-chmod +x "$tmp"
-mv -f "$tmp" "$binary"
-trap - EXIT
-log "built in $((SECONDS - start)) s"
+build_cached "$binary" "$SRC" --version .
 printf '%s\n' "$binary"

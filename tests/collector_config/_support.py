@@ -147,6 +147,7 @@ def promql_names(expr: str) -> PromQLNames:
     stripped = re.sub(r"\{[^}]*\}", " ", stripped)
     stripped = _GROUPING.sub(" ", stripped)
     stripped = re.sub(r"\[[^\]]*\]", " ", stripped)
+    stripped = re.sub(r"\boffset\s+-?[\w.]+", " ", stripped)  # a modifier's duration is no metric name
     metrics = {m for m in _IDENT.findall(stripped) if m not in _KEYWORDS}
     return PromQLNames(frozenset(metrics), tuple(selectors), frozenset(grouping))
 

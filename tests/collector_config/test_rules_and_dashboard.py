@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +207,31 @@ def test_dashboard_loki_fields_are_attribute_names() -> None:
     assert fields <= allowed, fields - allowed
 
 
-def test_trace_id_links_to_the_traces_datasource() -> None:
-    """The events table links trace_id to Explore in the traces datasource variable."""
-    links = [link for p in _panels(DASHBOARD) for o in p.get("fieldConfig", {}).get("overrides", [])
-             if o["matcher"]["options"] == "trace_id" for prop in o["properties"] if prop["id"] == "links"
-             for link in prop["value"]]
-    assert links and "${__value.raw}" in links[0]["url"] and "${DS_TRACES}" in links[0]["url"]
+def trace_links() -> dict[str, str]:
+    """The events table's trace_id links by title: their URL templates."""
+    return {link["title"]: link["url"] for p in _panels(DASHBOARD)
+            for o in p.get("fieldConfig", {}).get("overrides", []) if o["matcher"]["options"] == "trace_id"
+            for prop in o["properties"] if prop["id"] == "links" for link in prop["value"]}
+
+
+def explore_query(url: str, value: str) -> tuple[str, dict]:
+    """The datasource and the one query of an Explore link template with ``${__value.raw}`` set to ``value``."""
+    panes = json.loads(urllib.parse.parse_qs(urllib.parse.urlsplit(url.replace("${__value.raw}", value)).query)[
+        "panes"][0])
+    [query] = panes["lg"]["queries"]
+    return panes["lg"]["datasource"], query
+
+
+def test_trace_id_links_query_tempo_and_jaeger_as_each_expects() -> None:
+    """Tempo's link asks a TraceQL query of the trace id; Jaeger's sets no query type (its trace-id lookup)."""
+    links = trace_links()
+    assert set(links) == {"Open trace in Tempo", "Open trace in Jaeger"}
+    assert {v["name"]: v["query"] for v in DASHBOARD["templating"]["list"] if v["type"] == "datasource"} == {
+        "DS_PROMETHEUS": "prometheus", "DS_LOKI": "loki", "DS_TEMPO": "tempo", "DS_JAEGER": "jaeger"}
+    assert explore_query(links["Open trace in Tempo"], "ab12") == ("${DS_TEMPO}", {
+        "refId": "A", "datasource": {"type": "tempo", "uid": "${DS_TEMPO}"}, "queryType": "traceql", "query": "ab12"})
+    assert explore_query(links["Open trace in Jaeger"], "ab12") == ("${DS_JAEGER}", {
+        "refId": "A", "datasource": {"type": "jaeger", "uid": "${DS_JAEGER}"}, "query": "ab12"})
     provisioning = load_yaml(DASHBOARD_FILE.parent / "loki-datasource.yaml")
     derived = provisioning["datasources"][0]["jsonData"]["derivedFields"][0]
     assert derived["matcherType"] == "label" and derived["matcherRegex"] == "trace_id"

@@ -41,6 +41,7 @@ __all__ = [
     "Otelcol",
     "OtelcolError",
     "RecordingOTLPHTTPReceiver",
+    "cached_build_path",
     "otelcol_binary",
     "otelcol_unavailable_reason",
     "port_open",
@@ -60,13 +61,19 @@ class OtelcolError(RuntimeError):
     """The Collector could not be started, or did not become ready."""
 
 
-def cached_binary_path() -> Path:
-    """Where ``tests/collector/build.sh`` puts the binary for the committed sources."""
-    digest = hashlib.sha256(b"".join((SOURCE_DIR / name).read_bytes() for name in SOURCE_FILES)).hexdigest()[:16]
+def cached_build_path(prefix: str, source_dir: Path, source_files: Sequence[str]) -> Path:
+    """Where a build script of tests/collector/ caches its binary: ``<cache>/<prefix>-<digest of the sources>``
+    (the scheme of ``build.sh`` and ``build-jaeger.sh``)."""
+    digest = hashlib.sha256(b"".join((source_dir / name).read_bytes() for name in source_files)).hexdigest()[:16]
     cache = os.environ.get("LOOPGUARD_CACHE_DIR") or str(
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-loopguard"
     )
-    return Path(cache) / f"otelcol-loopguard-{RELEASE}-{digest}"
+    return Path(cache) / f"{prefix}-{digest}"
+
+
+def cached_binary_path() -> Path:
+    """Where ``tests/collector/build.sh`` puts the binary for the committed sources."""
+    return cached_build_path(f"otelcol-loopguard-{RELEASE}", SOURCE_DIR, SOURCE_FILES)
 
 
 def otelcol_binary(override: str | None = None) -> Path | None:
