@@ -33,6 +33,7 @@ from .model import (
     RULE_LEASE,
     RULE_NONE,
     RULE_PROGRESS,
+    RULE_RECOVERED,
     RULE_RETRY,
     STUCK,
     UNCERTAIN,
@@ -45,7 +46,7 @@ from .model import (
 )
 from .period import PeriodDetector, PeriodState
 from .retry import RetryDetector, RetryState
-from .signature import ActionSignature, keyed_digest, make_normalizer
+from .signature import FAILED, ActionSignature, keyed_digest, make_normalizer
 from .window import Call, Repetition, Signatures, ToolRules, Window
 
 __all__ = ["LoopEngine", "TraceState"]
@@ -317,6 +318,8 @@ class LoopEngine:
                                   cycle_start=repetition.cycle_start, tool=subject.tool,
                                   signature_digest=self._signature_digest(state, subject),
                                   normalizer_version=self.normalizer_version)
+        if previous.kind is STUCK and verdict.kind is WORKING:
+            verdict = self._recovery(state, previous, entry)
         if entry is None and verdict.kind == previous.kind:
             # Judged again and nothing new happened: no call continued the loop, so the nudge/stop ladder must not
             # advance (the live processor, which judges only when a span ends, would not advance it either).
@@ -327,6 +330,25 @@ class LoopEngine:
             return Observation(index, verdict)
         digest = self.digest(self._signatures.key(entry)) if entry is not None else None
         return Observation(index, verdict, transition, intervention, digest)
+
+    def _recovery(self, state: TraceState, stuck: Verdict, entry: Call | None) -> Verdict:
+        """A stuck trace whose repetition ended: ``working`` (rule ``recovered``) only on new evidence, else still stuck.
+
+        After an intervention, a changed action proves nothing: an agent told to try something else can move to
+        another call that achieves nothing new. The trace recovers only when its latest step brought evidence (a
+        progress fingerprint or a result, not a failure) that no other call in the window had.
+        """
+        if entry is None:
+            return stuck
+        evidence = self._signatures.evidence
+        new = evidence(entry)
+        if new is None or new == FAILED:
+            return stuck
+        for other in state._window.calls:
+            if other is not entry and evidence(other) == new:
+                return stuck
+        return Verdict(WORKING, RULE_RECOVERED, entry.index, tool=entry.tool,
+                       normalizer_version=self.normalizer_version)
 
     # -- per-tool settings and digests ---------------------------------------
 

@@ -30,6 +30,8 @@ RULE_RETRY = "retry"
 RULE_LEASE = "lease"
 RULE_EVIDENCE = "evidence"
 RULE_PROGRESS = "progress"
+# A stuck trace back to working: its latest step brought evidence not seen in its window.
+RULE_RECOVERED = "recovered"
 RULE_STEP_LIMIT = "step_limit"
 RULE_COST_LIMIT = "cost_limit"
 
