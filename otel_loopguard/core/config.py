@@ -163,6 +163,17 @@ def _lower_strings(name: str, value: Any) -> tuple[str, ...]:
     return tuple(item.lower() for item in _strings(name, value))
 
 
+def _interventions(name: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    rungs = tuple(_strings(name, value))
+    known = ("nudge", "review", "stop")
+    if not rungs or rungs[-1] != "stop" or any(r not in known for r in rungs) or list(rungs) != sorted(
+            set(rungs), key=known.index):
+        raise ConfigError(f"{name} must be a subsequence of {list(known)} ending with 'stop', got {list(rungs)!r}")
+    return rungs
+
+
 def _folded_keys(name: str, value: Any) -> frozenset[str]:
     return frozenset(normalize_key(item) for item in _strings(name, value))
 
@@ -403,6 +414,8 @@ class LoopGuardConfig:
         permanent_errors: error classes that retrying cannot fix, matched case-insensitively as substrings.
         stop_after: calls that stay ``stuck`` after a nudge before the run is stopped.
         max_nudges: nudges per trace; a trace that gets stuck again after them is stopped.
+        interventions: the ladder's rungs in order, a subsequence of ``nudge``, ``review``, ``stop`` ending with
+            ``stop``; None: nudge, review, stop when a review handler is registered, else nudge, stop.
         volatile_keys: argument names (folded, see :func:`normalize_key`) removed at any depth before comparing.
         signature_key: HMAC key for emitted digests; a random per-process key when None.
         retry: the retry policy.
@@ -437,6 +450,7 @@ class LoopGuardConfig:
         DEFAULT_PERMANENT_ERRORS, check=_lower_strings, env=_extendable(DEFAULT_PERMANENT_ERRORS, tuple))
     stop_after: int = _setting(1, check=_positive_int, env=int)
     max_nudges: int = _setting(1, check=_positive_int, env=int)
+    interventions: tuple[str, ...] | None = _setting(None, check=_interventions, env=_extendable((), tuple))
     volatile_keys: frozenset[str] = _setting(
         DEFAULT_VOLATILE_KEYS, check=_folded_keys, env=_extendable(DEFAULT_VOLATILE_KEYS, frozenset))
     # Never in a repr (nor in a log line, see _shown): whoever holds it can forge and invert digests.

@@ -98,6 +98,11 @@ class TraceState:
         return self._ladder.stop
 
     @property
+    def review(self) -> Intervention | None:
+        """The review asked for the trace and not resolved yet, if any."""
+        return self._ladder.review
+
+    @property
     def last_intervention(self) -> Intervention | None:
         """The nudge or stop decided after the latest call, if any."""
         return self._ladder.last
@@ -156,7 +161,8 @@ class LoopEngine:
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
         self._lease = LeaseDetector(cfg.lease.max_renewals)
-        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps)
+        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps,
+                              cfg.interventions or ("nudge", "stop"))
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
         self._max_steps = cfg.max_steps
@@ -248,6 +254,13 @@ class LoopEngine:
         if state._index < 0:
             return None
         return self._judge(state, now, any(state._period.match), None)
+
+    def resolve(self, state: TraceState, approved: bool) -> Observation | None:
+        """A reviewer's answer to the trace's pending review: the stop when declined, else None."""
+        stop = self._ladder.resolve(state._ladder, approved, state._index)
+        if stop is None:
+            return None
+        return Observation(state._index, state.verdict, None, stop, None)
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""

@@ -35,7 +35,9 @@ RULE_RECOVERED = "recovered"
 RULE_STEP_LIMIT = "step_limit"
 RULE_COST_LIMIT = "cost_limit"
 
-Action = Literal["none", "nudge", "stop"]
+Action = Literal["none", "nudge", "review", "stop"]
+#: The interventions in the ladder's order: a trace climbs them as its loop goes on.
+INTERVENTIONS: tuple[str, ...] = ("nudge", "review", "stop")
 
 
 class Lease(Struct, frozen=True, gc=False):
@@ -127,8 +129,9 @@ class Intervention(Struct, frozen=True, gc=False):
     """What the harness should do now: nothing, nudge the model, or stop the run.
 
     Attributes:
-        action: ``none``, ``nudge`` or ``stop``.
-        message: for a nudge, text to put in the tool result; for a stop, the status to report.
+        action: ``none``, ``nudge``, ``review`` or ``stop``.
+        message: for a nudge, text to put in the tool result; for a review, what to show the reviewer; for a stop,
+            the status to report.
         rule: what caused it (a verdict rule, ``step_limit`` or ``cost_limit``).
         step: 0-based index of the call after which it was decided (-1 for none).
         verdict: the verdict at that time, if any.
