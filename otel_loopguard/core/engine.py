@@ -28,6 +28,7 @@ from .frequency import FrequencyDetector, FrequencyState
 from .ladder import Ladder, LadderState
 from .lease import LeaseDetector, LeaseState
 from .model import (
+    INTERVENTIONS,
     RETRYING,
     RULE_EVIDENCE,
     RULE_LEASE,
@@ -138,13 +139,14 @@ class LoopEngine:
 
     Args:
         config: the configuration; the engine is immutable and shared by all traces.
+        review: a review handler is registered: the default ladder is nudge, review, stop.
     """
 
     #: Take the shortcut for a call that changes nothing (see :meth:`observe`); False only in tests, which check
     #: that both paths give the same observations.
     fast = True
 
-    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+    def __init__(self, config: LoopGuardConfig | None = None, *, review: bool = False) -> None:
         self.config = config or LoopGuardConfig()
         cfg = self.config
         self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
@@ -161,8 +163,9 @@ class LoopEngine:
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
         self._lease = LeaseDetector(cfg.lease.max_renewals)
-        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps,
-                              cfg.interventions or ("nudge", "stop"))
+        # The configured rungs, else nudge, review, stop when the caller handles reviews, else nudge, stop.
+        rungs = cfg.interventions or (INTERVENTIONS if review else ("nudge", "stop"))
+        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps, rungs)
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
         self._max_steps = cfg.max_steps

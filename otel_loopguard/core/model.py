@@ -179,3 +179,30 @@ class Observation(Struct, frozen=True, gc=False):
     transition: Transition | None = None
     intervention: Intervention | None = None
     signature_digest: str | None = None
+
+
+class ReviewRequest(Struct, frozen=True, gc=False):
+    """What a reviewer is handed when loopguard asks for a review: why, in machine-readable form, and no raw data.
+
+    Attributes:
+        trace_id: the trace, as 32 lower-case hex digits (what trace UIs show).
+        rule: the rule that found the loop (``period`` or ``frequency``).
+        period: the cycle length, when periodic.
+        signature_digest: the keyed digest of the repeated call's signature.
+        tool: the repeated tool (or the cycle's first).
+        agent: the agent name, when known.
+        calls: tool calls of the trace so far.
+        cost_usd: the trace's model cost so far, None when some model call was not priced.
+        message: the review's text.
+    """
+
+    trace_id: str
+    rule: str
+    period: int | None
+    signature_digest: str | None
+    tool: str | None
+    agent: str | None
+    calls: int
+    cost_usd: float | None
+    message: str
+
