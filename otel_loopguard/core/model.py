@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
-from ..errors import LoopStopped
+from ..errors import LoopStopped, ReviewPending
 
 VerdictKind = Literal["working", "retrying", "waiting", "stuck", "uncertain"]
 WORKING: VerdictKind = "working"
@@ -158,6 +158,17 @@ class Intervention(Struct, frozen=True, gc=False):
         """
         if self.action == "stop":
             raise LoopStopped(self, self.message)
+
+    def raise_if_blocked(self) -> None:
+        """Raise when the run may not go on: :class:`LoopStopped` for a stop, :class:`ReviewPending` for a review.
+
+        Raises:
+            LoopStopped: the action is ``stop``.
+            ReviewPending: the action is ``review`` (a reviewer has not answered yet).
+        """
+        if self.action == "review":
+            raise ReviewPending(self, self.message)
+        self.raise_if_stop()
 
 
 NO_INTERVENTION = Intervention()

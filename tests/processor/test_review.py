@@ -87,3 +87,27 @@ def test_configured_rungs_win_over_the_handler_default(make_harness: HarnessFact
     h, agent, requests = _loop(make_harness, 4, config=LoopGuardConfig(interventions=("nudge", "stop")))
     assert h.processor.check(agent.get_span_context().trace_id).action == "stop" and requests == []
     h.end(agent)
+
+
+def test_a_guarded_tool_pauses_on_review_and_runs_after_approval(make_harness: HarnessFactory) -> None:
+    """guard_tool raises ReviewPending while the review is unanswered, and runs the tool again once approved."""
+    import pytest
+
+    from otel_loopguard import ReviewPending
+    from otel_loopguard.harness import guard_tool
+
+    h, agent, _ = _loop(make_harness, 4)
+    ran: list[int] = []
+
+    @guard_tool(h.processor)
+    def lookup(n: int) -> str:
+        ran.append(n)
+        return "ok"
+
+    with trace.use_span(agent, end_on_exit=False):
+        with pytest.raises(ReviewPending) as raised:
+            lookup(1)
+        assert raised.value.intervention.action == "review" and ran == []
+        h.processor.resolve(agent.get_span_context().trace_id, approved=True)
+        assert lookup(2) == "ok" and ran == [2]
+    h.end(agent)
