@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping
@@ -363,6 +364,22 @@ def _optional_positive_int(name: str, value: Any) -> int | None:
     return None if value is None else _positive_int(name, value)
 
 
+def _optional_positive(name: str, value: Any) -> float | None:
+    return None if value is None else float(_positive(name, value))
+
+
+def _optional_pattern(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a regular expression (text), got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"{name} is not a valid regular expression: {exc}") from None
+    return value
+
+
 def _optional_retry(name: str, value: Any) -> RetryPolicy | None:
     return None if value is None else _instance_of(RetryPolicy)(name, value)
 
@@ -380,6 +397,10 @@ class ToolSettings:
         min_repetitions: cycles a periodic suffix containing this tool must hold (the largest of the cycle's tools).
         frequency_limit: calls of one signature of this tool in the window that count as repetition.
         retry: a retry policy for this tool instead of the top-level one.
+        wait_seconds: the tool is polled (a job's status): repeated calls with identical results are ``waiting``
+            (rule ``lease``, the tool as owner) for this long from the first identical call, then judged as usual.
+        wait_until: a regular expression; a result it matches ends the wait (the job is done), so polling on
+            after it is judged as usual.
     """
 
     exempt: bool = _setting(False, check=_flag)
@@ -387,6 +408,8 @@ class ToolSettings:
     min_repetitions: int | None = _setting(None, check=_optional_positive_int)
     frequency_limit: int | None = _setting(None, check=_optional_positive_int)
     retry: RetryPolicy | None = _setting(None, check=_optional_retry)  # noqa: RUF009 - a dataclasses.field
+    wait_seconds: float | None = _setting(None, check=_optional_positive)
+    wait_until: str | None = _setting(None, check=_optional_pattern)
 
     def __post_init__(self) -> None:
         _check_fields(self, "tools.")

@@ -19,6 +19,7 @@ frequency rule's counts, whatever the window size. Nothing rescans history.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .cache import BoundedCache
@@ -41,6 +42,7 @@ from .model import (
     WAITING,
     WORKING,
     Intervention,
+    Lease,
     Observation,
     ToolCall,
     Verdict,
@@ -66,7 +68,7 @@ class TraceState:
     """
 
     __slots__ = ("_canonical", "_cost", "_frequency", "_index", "_ladder", "_last_digest", "_lease", "_period",
-                 "_retry", "_window")
+                 "_polled", "_retry", "_window")
 
     def __init__(self, window: Window, period: PeriodState, frequency: FrequencyState, ladder: LadderState,
                  canonical: Callable[[Call], str]) -> None:
@@ -76,6 +78,8 @@ class TraceState:
         self._frequency = frequency
         self._retry = RetryState()
         self._lease = LeaseState()
+        # A polled tool's last call and when its run of identical results began (see LoopEngine._polling).
+        self._polled: tuple[Call, float] | None = None
         self._ladder = ladder
         self._cost = CostTotal()
         # The last signature digest handed out: (canonical text, tool, digest); a loop asks for the same one.
@@ -222,11 +226,14 @@ class LoopEngine:
                 same_as_previous=period.repeats_previous(), policy=rules.retry,
             )
         lease = state._lease
-        if call.lease is not None or lease.lease is not None:
+        declared = call.lease
+        if declared is None and rules.wait is not None:
+            declared = self._polling(state, call, entry, rules.wait, rules.wait_until)
+        if declared is not None or lease.lease is not None:
             waited = lease.call
-            continues = (call.lease is None and waited is not None and waited.tool == entry.tool
+            continues = (declared is None and waited is not None and waited.tool == entry.tool
                          and self._signatures.same_signature(waited, entry))
-            self._lease.update(lease, call.lease, continues=continues, call=entry)
+            self._lease.update(lease, declared, continues=continues, call=entry)
         # The window: the oldest call leaves a full one.
         evicted = calls[0] if len(calls) == self._window_size else None
         calls.append(entry)
@@ -347,6 +354,26 @@ class LoopEngine:
         digest = self.digest(self._signatures.key(entry)) if entry is not None else None
         return Observation(index, verdict, transition, intervention, digest)
 
+    def _polling(self, state: TraceState, call: ToolCall, entry: Call, wait: float,
+                 until: re.Pattern[str] | None) -> Lease | None:
+        """The lease a polled tool's call holds: from the second of a run of identical calls with identical results,
+        the tool is the owner and the deadline ``wait`` seconds after the run's first call. A different result starts
+        a new run, and one matching ``until`` (the job is done) ends the wait: both release the tool's lease."""
+        polled = state._polled
+        signatures = self._signatures
+        result = call.result
+        done = until is not None and isinstance(result, str) and until.search(result) is not None
+        if (not done and polled is not None and polled[0].tool == entry.tool
+                and signatures.same_signature(polled[0], entry) and signatures.same_evidence(polled[0], entry)):
+            state._polled = (entry, polled[1])
+            return Lease(entry.tool, polled[1] + wait)
+        held = state._lease
+        if held.lease is not None and held.lease.owner == entry.tool:
+            held.lease = None
+        start = entry.start if entry.start is not None else entry.end
+        state._polled = None if done else (entry, start or 0.0)
+        return None
+
     def _recovery(self, state: TraceState, stuck: Verdict, entry: Call | None) -> Verdict:
         """A stuck trace whose repetition ended: ``working`` (rule ``recovered``) only on new evidence, else still stuck.
 
@@ -379,6 +406,8 @@ class LoopEngine:
             settings.retry if settings and settings.retry else cfg.retry,
             ignore,
             self.normalizer.key_rules(ignore),
+            settings.wait_seconds if settings else None,
+            re.compile(settings.wait_until) if settings and settings.wait_until else None,
         )
         return self._tools.put(tool, rules)
 
