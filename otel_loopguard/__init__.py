@@ -20,10 +20,10 @@ from .core.config import LeasePolicy, LoopGuardConfig, Prices, RetryPolicy, Tool
 from .core.cost import Usage, cost_usd
 from .core.engine import LoopEngine
 from .core.judge import TraceReport
-from .core.model import Intervention, Lease, Observation, ToolCall, Transition, Verdict
+from .core.model import Intervention, Lease, Observation, ReviewRequest, ToolCall, Transition, Verdict
 from .core.signature import NORMALIZER_VERSION, ActionSignature
 from .core.step_audit import audit_trace
-from .errors import ConfigError, InputError, LoopGuardError, LoopStopped
+from .errors import ConfigError, InputError, LoopGuardError, LoopStopped, ReviewPending
 
 if TYPE_CHECKING:
     from .otlp.read import read_spans
@@ -53,6 +53,8 @@ __all__ = [
     "Observation",
     "Prices",
     "RetryPolicy",
+    "ReviewPending",
+    "ReviewRequest",
     "ToolCall",
     "ToolSettings",
     "TraceReport",

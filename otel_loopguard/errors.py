@@ -41,3 +41,18 @@ class LoopStopped(LoopGuardError, RuntimeError):
     def __init__(self, intervention: object, message: str) -> None:
         self.intervention = intervention
         super().__init__(message)
+
+
+class ReviewPending(LoopGuardError, RuntimeError):
+    """Raised by a harness (see ``Intervention.raise_if_blocked``) while a review loopguard asked for is unanswered.
+
+    The run pauses: the application shows the review to a person and answers with
+    ``LoopGuardSpanProcessor.resolve``; until then ``check()`` keeps answering ``review``.
+
+    Attributes:
+        intervention: the ``Intervention`` that asked for the review.
+    """
+
+    def __init__(self, intervention: object, message: str) -> None:
+        self.intervention = intervention
+        super().__init__(message)

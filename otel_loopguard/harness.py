@@ -34,7 +34,9 @@ def guard_tool(guard: _Checks) -> Callable[[F], F]:
     """Decorate a tool function so that loopguard's verdict reaches the model and the run.
 
     Before the tool runs, a trace that loopguard stopped raises :class:`LoopStopped`
-    (ending the agent run with a clear status); after it runs, a pending nudge is
+    (ending the agent run with a clear status), and one waiting for a review raises
+    :class:`ReviewPending` (the run pauses until the application answers with
+    ``resolve``); after it runs, a pending nudge is
     appended to its text result. Works for plain and ``async`` functions, and keeps
     the signature so frameworks still derive the tool schema from it.
 
@@ -48,7 +50,7 @@ def guard_tool(guard: _Checks) -> Callable[[F], F]:
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 intervention = guard.check()
-                intervention.raise_if_stop()
+                intervention.raise_if_blocked()
                 return with_nudge(await fn(*args, **kwargs), intervention)
 
             return async_wrapper  # type: ignore[return-value]
@@ -56,7 +58,7 @@ def guard_tool(guard: _Checks) -> Callable[[F], F]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             intervention = guard.check()
-            intervention.raise_if_stop()
+            intervention.raise_if_blocked()
             return with_nudge(fn(*args, **kwargs), intervention)
 
         return wrapper  # type: ignore[return-value]

@@ -21,6 +21,7 @@ from ..core.judge import TraceReport
 from ..core.model import STUCK
 from ..errors import InputError
 from ..otlp.read import DEFAULT_MAX_INPUT_BYTES, STDIN, read_spans
+from .compare import compare_groups, format_changes
 from .options import (
     DEFAULT_BUFFER_BYTES,
     EXIT_ERROR,
@@ -64,6 +65,9 @@ def register(commands: Any) -> None:
                         help="span or resource attribute to group by, e.g. app.prompt.version "
                              f"(default: {DEFAULT_GROUPING})")
     report.add_argument("--json", action="store_true", help="one JSON object per group per line")
+    report.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="compare two values of the attribute: each figure's change from A to B with a 95%% "
+                             "interval, clear changes marked")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
     input_options(report)
@@ -77,7 +81,8 @@ DEFAULT_GROUPING = "service.name"
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard report``; returns the exit status."""
     return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at,
-                      max_input_bytes=args.max_input_bytes or None, max_buffer_bytes=args.max_buffer_mb << 20)
+                      max_input_bytes=args.max_input_bytes or None, max_buffer_bytes=args.max_buffer_mb << 20,
+                      compare=args.compare)
 
 #: The group of traces that lack the attribute.
 NO_GROUP = "(none)"
@@ -108,6 +113,9 @@ class GroupStats:
     stopped: int = 0
     cost_usd: float | None = None
     unpriced_tokens: int = 0
+    #: Tool calls and priced cost of each trace (for ``--compare``'s intervals; not printed).
+    trace_calls: tuple[int, ...] = ()
+    trace_costs: tuple[float, ...] = ()
 
     def _share(self, count: int) -> float:
         return count / self.traces if self.traces else 0.0
@@ -182,7 +190,8 @@ class ReportBuilder:
         g = self._groups.get(key)
         if g is None:
             g = self._groups[key] = {"traces": 0, "tool_calls": 0, "failed_calls": 0, "stuck": 0, "nudged": 0,
-                                     "stopped": 0, "cost_usd": 0.0, "unpriced_tokens": 0}
+                                     "stopped": 0, "cost_usd": 0.0, "unpriced_tokens": 0, "trace_calls": [],
+                                     "trace_costs": []}
         g["traces"] += 1
         g["tool_calls"] += report.steps_used
         g["failed_calls"] += failed_calls
@@ -191,6 +200,8 @@ class ReportBuilder:
         actions = {i.action for i in report.interventions}
         g["nudged"] += "nudge" in actions
         g["stopped"] += "stop" in actions
+        g["trace_calls"].append(report.steps_used)
+        g["trace_costs"].append(report.cost.usd if report.cost is not None else 0.0)
         if report.cost is not None:
             g["cost_usd"] += report.cost.usd
             g["unpriced_tokens"] += report.cost.unpriced_tokens
@@ -202,6 +213,7 @@ class ReportBuilder:
             g = dict(self._groups[key])
             if not self.priced:
                 g["cost_usd"] = None
+            g["trace_calls"], g["trace_costs"] = tuple(g["trace_calls"]), tuple(g["trace_costs"])
             out.append(GroupStats(key, **g))
         return out
 
@@ -247,7 +259,7 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
 def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
                at: float | None = None, out: IO[str] | None = None,
                max_input_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
-               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> int:
+               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, compare: list[str] | None = None) -> int:
     """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read, 130 when
     interrupted)."""
     out = out if out is not None else sys.stdout
@@ -277,6 +289,8 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         sys.stderr.write("otel-loopguard: interrupted\n")
         return EXIT_INTERRUPTED
     groups = builder.groups()
+    if compare is not None:
+        return _print_comparison(groups, compare, attribute, as_json, out, on_error.failed)
     if as_json:
         for g in groups:
             out.write(json.dumps(g.as_dict(attribute)) + "\n")
@@ -286,3 +300,23 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         out.write("no traces found\n")
     out.flush()
     return EXIT_ERROR if on_error.failed else EXIT_OK
+
+
+def _print_comparison(groups: list[GroupStats], compare: list[str], attribute: str, as_json: bool, out: IO[str],
+                      failed: bool) -> int:
+    """Print ``--compare A B`` (a table, or one JSON object per figure); 2 when a group has no trace."""
+    by_name = {g.group: g for g in groups}
+    missing = [name for name in compare if name not in by_name]
+    if missing:
+        sys.stderr.write(f"otel-loopguard: error: report --compare: no trace has {printable(attribute)} = "
+                         f"{printable(missing[0])} (values seen: {printable(', '.join(by_name) or 'none')})\n")
+        return EXIT_ERROR
+    a, b = compare
+    changes = compare_groups(by_name[a], by_name[b])
+    if as_json:
+        for change in changes:
+            out.write(json.dumps({"attribute": attribute, "a": a, "b": b, **change.as_dict()}) + "\n")
+    else:
+        format_changes(changes, printable(a), printable(b), out)
+    out.flush()
+    return EXIT_ERROR if failed else EXIT_OK

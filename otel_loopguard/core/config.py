@@ -18,6 +18,7 @@ import difflib
 import logging
 import math
 import os
+import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping
@@ -162,6 +163,17 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
 
 def _lower_strings(name: str, value: Any) -> tuple[str, ...]:
     return tuple(item.lower() for item in _strings(name, value))
+
+
+def _interventions(name: str, value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    rungs = tuple(_strings(name, value))
+    known = ("nudge", "review", "stop")
+    if not rungs or rungs[-1] != "stop" or any(r not in known for r in rungs) or list(rungs) != sorted(
+            set(rungs), key=known.index):
+        raise ConfigError(f"{name} must be a subsequence of {list(known)} ending with 'stop', got {list(rungs)!r}")
+    return rungs
 
 
 def _folded_keys(name: str, value: Any) -> frozenset[str]:
@@ -360,6 +372,22 @@ def _optional_positive_int(name: str, value: Any) -> int | None:
     return None if value is None else _positive_int(name, value)
 
 
+def _optional_positive(name: str, value: Any) -> float | None:
+    return None if value is None else float(_positive(name, value))
+
+
+def _optional_pattern(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a regular expression (text), got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"{name} is not a valid regular expression: {exc}") from None
+    return value
+
+
 def _optional_retry(name: str, value: Any) -> RetryPolicy | None:
     return None if value is None else _instance_of(RetryPolicy)(name, value)
 
@@ -377,6 +405,10 @@ class ToolSettings:
         min_repetitions: cycles a periodic suffix containing this tool must hold (the largest of the cycle's tools).
         frequency_limit: calls of one signature of this tool in the window that count as repetition.
         retry: a retry policy for this tool instead of the top-level one.
+        wait_seconds: the tool is polled (a job's status): repeated calls with identical results are ``waiting``
+            (rule ``lease``, the tool as owner) for this long from the first identical call, then judged as usual.
+        wait_until: a regular expression; a result it matches ends the wait (the job is done), so polling on
+            after it is judged as usual.
     """
 
     exempt: bool = _setting(False, check=_flag)
@@ -384,6 +416,8 @@ class ToolSettings:
     min_repetitions: int | None = _setting(None, check=_optional_positive_int)
     frequency_limit: int | None = _setting(None, check=_optional_positive_int)
     retry: RetryPolicy | None = _setting(None, check=_optional_retry)  # noqa: RUF009 - a dataclasses.field
+    wait_seconds: float | None = _setting(None, check=_optional_positive)
+    wait_until: str | None = _setting(None, check=_optional_pattern)
 
     def __post_init__(self) -> None:
         _check_fields(self, "tools.")
@@ -411,6 +445,8 @@ class LoopGuardConfig:
         permanent_errors: error classes that retrying cannot fix, matched case-insensitively as substrings.
         stop_after: calls that stay ``stuck`` after a nudge before the run is stopped.
         max_nudges: nudges per trace; a trace that gets stuck again after them is stopped.
+        interventions: the ladder's rungs in order, a subsequence of ``nudge``, ``review``, ``stop`` ending with
+            ``stop``; None: nudge, review, stop when a review handler is registered, else nudge, stop.
         volatile_keys: argument names (folded, see :func:`normalize_key`) removed at any depth before comparing.
         signature_key: HMAC key for emitted digests; a random per-process key when None.
         retry: the retry policy.
@@ -445,6 +481,7 @@ class LoopGuardConfig:
         DEFAULT_PERMANENT_ERRORS, check=_lower_strings, env=_extendable(DEFAULT_PERMANENT_ERRORS, tuple))
     stop_after: int = _setting(1, check=_positive_int, env=int)
     max_nudges: int = _setting(1, check=_positive_int, env=int)
+    interventions: tuple[str, ...] | None = _setting(None, check=_interventions, env=_extendable((), tuple))
     volatile_keys: frozenset[str] = _setting(
         DEFAULT_VOLATILE_KEYS, check=_folded_keys, env=_extendable(DEFAULT_VOLATILE_KEYS, frozenset))
     # Never in a repr (nor in a log line, see _shown): whoever holds it can forge and invert digests.

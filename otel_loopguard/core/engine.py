@@ -19,6 +19,7 @@ frequency rule's counts, whatever the window size. Nothing rescans history.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .cache import BoundedCache
@@ -28,24 +29,27 @@ from .frequency import FrequencyDetector, FrequencyState
 from .ladder import Ladder, LadderState
 from .lease import LeaseDetector, LeaseState
 from .model import (
+    INTERVENTIONS,
     RETRYING,
     RULE_EVIDENCE,
     RULE_LEASE,
     RULE_NONE,
     RULE_PROGRESS,
+    RULE_RECOVERED,
     RULE_RETRY,
     STUCK,
     UNCERTAIN,
     WAITING,
     WORKING,
     Intervention,
+    Lease,
     Observation,
     ToolCall,
     Verdict,
 )
 from .period import PeriodDetector, PeriodState
 from .retry import RetryDetector, RetryState
-from .signature import ActionSignature, keyed_digest, make_normalizer
+from .signature import FAILED, ActionSignature, keyed_digest, make_normalizer
 from .window import Call, Repetition, Signatures, ToolRules, Window
 
 __all__ = ["LoopEngine", "TraceState"]
@@ -64,7 +68,7 @@ class TraceState:
     """
 
     __slots__ = ("_canonical", "_cost", "_frequency", "_index", "_ladder", "_last_digest", "_lease", "_period",
-                 "_retry", "_window")
+                 "_polled", "_retry", "_window")
 
     def __init__(self, window: Window, period: PeriodState, frequency: FrequencyState, ladder: LadderState,
                  canonical: Callable[[Call], str]) -> None:
@@ -74,6 +78,8 @@ class TraceState:
         self._frequency = frequency
         self._retry = RetryState()
         self._lease = LeaseState()
+        # A polled tool's last call and when its run of identical results began (see LoopEngine._polling).
+        self._polled: tuple[Call, float] | None = None
         self._ladder = ladder
         self._cost = CostTotal()
         # The last signature digest handed out: (canonical text, tool, digest); a loop asks for the same one.
@@ -95,6 +101,11 @@ class TraceState:
     def stop(self) -> Intervention | None:
         """The stop decided for the trace, if any (it stays)."""
         return self._ladder.stop
+
+    @property
+    def review(self) -> Intervention | None:
+        """The review asked for the trace and not resolved yet, if any."""
+        return self._ladder.review
 
     @property
     def last_intervention(self) -> Intervention | None:
@@ -132,13 +143,14 @@ class LoopEngine:
 
     Args:
         config: the configuration; the engine is immutable and shared by all traces.
+        review: a review handler is registered: the default ladder is nudge, review, stop.
     """
 
     #: Take the shortcut for a call that changes nothing (see :meth:`observe`); False only in tests, which check
     #: that both paths give the same observations.
     fast = True
 
-    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+    def __init__(self, config: LoopGuardConfig | None = None, *, review: bool = False) -> None:
         self.config = config or LoopGuardConfig()
         cfg = self.config
         self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
@@ -155,7 +167,9 @@ class LoopEngine:
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
         self._lease = LeaseDetector(cfg.lease.max_renewals)
-        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps)
+        # The configured rungs, else nudge, review, stop when the caller handles reviews, else nudge, stop.
+        rungs = cfg.interventions or (INTERVENTIONS if review else ("nudge", "stop"))
+        self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps, rungs)
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
         self._max_steps = cfg.max_steps
@@ -212,11 +226,14 @@ class LoopEngine:
                 same_as_previous=period.repeats_previous(), policy=rules.retry,
             )
         lease = state._lease
-        if call.lease is not None or lease.lease is not None:
+        declared = call.lease
+        if declared is None and rules.wait is not None:
+            declared = self._polling(state, call, entry, rules.wait, rules.wait_until)
+        if declared is not None or lease.lease is not None:
             waited = lease.call
-            continues = (call.lease is None and waited is not None and waited.tool == entry.tool
+            continues = (declared is None and waited is not None and waited.tool == entry.tool
                          and self._signatures.same_signature(waited, entry))
-            self._lease.update(lease, call.lease, continues=continues, call=entry)
+            self._lease.update(lease, declared, continues=continues, call=entry)
         # The window: the oldest call leaves a full one.
         evicted = calls[0] if len(calls) == self._window_size else None
         calls.append(entry)
@@ -247,6 +264,13 @@ class LoopEngine:
         if state._index < 0:
             return None
         return self._judge(state, now, any(state._period.match), None)
+
+    def resolve(self, state: TraceState, approved: bool) -> Observation | None:
+        """A reviewer's answer to the trace's pending review: the stop when declined, else None."""
+        stop = self._ladder.resolve(state._ladder, approved, state._index)
+        if stop is None:
+            return None
+        return Observation(state._index, state.verdict, None, stop, None)
 
     def add_usage(self, state: TraceState, model: str | None, usage: Usage) -> Observation | None:
         """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
@@ -317,6 +341,8 @@ class LoopEngine:
                                   cycle_start=repetition.cycle_start, tool=subject.tool,
                                   signature_digest=self._signature_digest(state, subject),
                                   normalizer_version=self.normalizer_version)
+        if previous.kind is STUCK and verdict.kind is WORKING:
+            verdict = self._recovery(state, previous, entry)
         if entry is None and verdict.kind == previous.kind:
             # Judged again and nothing new happened: no call continued the loop, so the nudge/stop ladder must not
             # advance (the live processor, which judges only when a span ends, would not advance it either).
@@ -327,6 +353,45 @@ class LoopEngine:
             return Observation(index, verdict)
         digest = self.digest(self._signatures.key(entry)) if entry is not None else None
         return Observation(index, verdict, transition, intervention, digest)
+
+    def _polling(self, state: TraceState, call: ToolCall, entry: Call, wait: float,
+                 until: re.Pattern[str] | None) -> Lease | None:
+        """The lease a polled tool's call holds: from the second of a run of identical calls with identical results,
+        the tool is the owner and the deadline ``wait`` seconds after the run's first call. A different result starts
+        a new run, and one matching ``until`` (the job is done) ends the wait: both release the tool's lease."""
+        polled = state._polled
+        signatures = self._signatures
+        result = call.result
+        done = until is not None and isinstance(result, str) and until.search(result) is not None
+        if (not done and polled is not None and polled[0].tool == entry.tool
+                and signatures.same_signature(polled[0], entry) and signatures.same_evidence(polled[0], entry)):
+            state._polled = (entry, polled[1])
+            return Lease(entry.tool, polled[1] + wait)
+        held = state._lease
+        if held.lease is not None and held.lease.owner == entry.tool:
+            held.lease = None
+        start = entry.start if entry.start is not None else entry.end
+        state._polled = None if done else (entry, start or 0.0)
+        return None
+
+    def _recovery(self, state: TraceState, stuck: Verdict, entry: Call | None) -> Verdict:
+        """A stuck trace whose repetition ended: ``working`` (rule ``recovered``) only on new evidence, else still stuck.
+
+        After an intervention, a changed action proves nothing: an agent told to try something else can move to
+        another call that achieves nothing new. The trace recovers only when its latest step brought evidence (a
+        progress fingerprint or a result, not a failure) that no other call in the window had.
+        """
+        if entry is None:
+            return stuck
+        evidence = self._signatures.evidence
+        new = evidence(entry)
+        if new is None or new == FAILED:
+            return stuck
+        for other in state._window.calls:
+            if other is not entry and evidence(other) == new:
+                return stuck
+        return Verdict(WORKING, RULE_RECOVERED, entry.index, tool=entry.tool,
+                       normalizer_version=self.normalizer_version)
 
     # -- per-tool settings and digests ---------------------------------------
 
@@ -341,6 +406,8 @@ class LoopEngine:
             settings.retry if settings and settings.retry else cfg.retry,
             ignore,
             self.normalizer.key_rules(ignore),
+            settings.wait_seconds if settings else None,
+            re.compile(settings.wait_until) if settings and settings.wait_until else None,
         )
         return self._tools.put(tool, rules)
 

@@ -13,6 +13,7 @@ __all__ = [
     "LOOPGUARD_ENABLED",
     "LOOPGUARD_FREQUENCY_LIMIT",
     "LOOPGUARD_HYSTERESIS",
+    "LOOPGUARD_INTERVENTIONS",
     "LOOPGUARD_MAX_ARGUMENT_BYTES",
     "LOOPGUARD_MAX_COST_USD",
     "LOOPGUARD_MAX_NUDGES",
@@ -74,6 +75,9 @@ LOOPGUARD_STOP_AFTER = "LOOPGUARD_STOP_AFTER"
 
 LOOPGUARD_MAX_NUDGES = "LOOPGUARD_MAX_NUDGES"
 """``max_nudges``: nudges per trace (integer)."""
+
+LOOPGUARD_INTERVENTIONS = "LOOPGUARD_INTERVENTIONS"
+"""``interventions``: the ladder's rungs, comma-separated, in order (``nudge,review,stop``)."""
 
 LOOPGUARD_VOLATILE_KEYS = "LOOPGUARD_VOLATILE_KEYS"
 """``volatile_keys``: comma-separated argument names removed before comparing; a leading ``+`` extends the defaults."""

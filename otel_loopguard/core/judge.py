@@ -520,6 +520,19 @@ class TraceJudge:
         return self.state.last_intervention
 
     @property
+    def review(self) -> Intervention | None:
+        """The review asked for the trace and not answered yet, if any."""
+        return self.state.review
+
+    def resolve(self, approved: bool) -> list[Judged]:
+        """A reviewer's answer to the pending review: the stop to tell when declined, else nothing."""
+        observation = self._engine.resolve(self.state, approved)
+        out: list[Judged] = []
+        if observation is not None:
+            self._record(observation, None, out)
+        return out
+
+    @property
     def cost(self) -> CostTotal:
         """Model usage cost so far."""
         return self.state.cost

@@ -38,8 +38,9 @@ MAX_TRANSITIONS = 1000
 class LadderState:
     """One trace's place on the ladder: its verdict, transitions, hysteresis streak, nudges and stop."""
 
-    __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "nudges", "quiet", "step_limit_hit",
-                 "stop", "stuck_cycle", "stuck_streak", "transition", "transition_count", "transitions", "verdict")
+    __slots__ = ("after_nudge", "cost_limit_hit", "episode_nudged", "last", "last_rung", "nudges", "quiet", "review",
+                 "reviewed", "step_limit_hit", "stop", "stuck_cycle", "stuck_streak", "transition", "transition_count",
+                 "transitions", "verdict")
 
     def __init__(self, verdict: Verdict) -> None:
         self.verdict = verdict
@@ -56,6 +57,11 @@ class LadderState:
         self.nudges = 0
         self.stop: Intervention | None = None
         self.last: Intervention | None = None
+        # The review asked and not resolved yet (the ladder is paused), whether one was asked, and the last rung
+        # the current episode got (``nudge`` or ``review``), for the stop's message.
+        self.review: Intervention | None = None
+        self.reviewed = False
+        self.last_rung = "nudge"
         self.step_limit_hit = False
         self.cost_limit_hit = False
         # Working with nothing pending: a ``working`` verdict of rule ``none`` reached at a call, no stop, no nudged
@@ -72,13 +78,16 @@ class Ladder:
         stop_after: calls that stay stuck after a nudge before the stop.
         max_nudges: nudges per trace.
         max_steps: the step budget.
+        rungs: the interventions in order, a subsequence of ``nudge``, ``review``, ``stop`` ending with ``stop``.
     """
 
-    def __init__(self, hysteresis: int, stop_after: int, max_nudges: int, max_steps: int) -> None:
+    def __init__(self, hysteresis: int, stop_after: int, max_nudges: int, max_steps: int,
+                 rungs: tuple[str, ...] = ("nudge", "stop")) -> None:
         self._hysteresis = hysteresis
         self._stop_after = stop_after
-        self._max_nudges = max_nudges
+        self._max_nudges = max_nudges if "nudge" in rungs else 0
         self._max_steps = max_steps
+        self._review = "review" in rungs
 
     @staticmethod
     def new_state(verdict: Verdict) -> LadderState:
@@ -143,6 +152,8 @@ class Ladder:
                 f"loopguard stopped the run: {steps} tool calls, over the step budget of {self._max_steps}",
                 RULE_STEP_LIMIT, index, verdict,
             ))
+        if state.review is not None:
+            return None  # paused: a reviewer decides (resolve)
         if verdict.kind != STUCK:
             state.episode_nudged, state.after_nudge = False, 0
             return None
@@ -151,20 +162,44 @@ class Ladder:
             state.after_nudge += 1
             if state.after_nudge < self._stop_after:
                 return None
-            return self._stop(state, Intervention(
-                "stop", f"loopguard stopped the run: {what}, and it went on after a nudge",
-                verdict.rule, index, verdict,
-            ))
+            return self._escalate(state, verdict, index, f"{what}, and it went on after a {state.last_rung}")
         if state.nudges >= self._max_nudges:
-            return self._stop(state, Intervention(
-                "stop", f"loopguard stopped the run: {what}, again after {state.nudges} nudge(s)",
-                verdict.rule, index, verdict,
-            ))
+            again = f", again after {state.nudges} nudge(s)" if state.nudges else ""
+            return self._escalate(state, verdict, index, what + again)
         state.nudges += 1
-        state.episode_nudged, state.after_nudge = True, 0
+        state.episode_nudged, state.after_nudge, state.last_rung = True, 0, "nudge"
         nudge = Intervention("nudge", f"You have {what}. Try a different approach.", verdict.rule, index, verdict)
         state.last = nudge
         return nudge
+
+    def _escalate(self, state: LadderState, verdict: Verdict, index: int, why: str) -> Intervention:
+        """The rung after a nudge: a review when the ladder has one and none was asked yet, else the stop."""
+        if self._review and not state.reviewed:
+            review = Intervention("review", f"loopguard asks for a review: the agent {why}", verdict.rule, index,
+                                  verdict)
+            state.reviewed, state.review, state.last = True, review, review
+            state.episode_nudged, state.after_nudge, state.last_rung = True, 0, "review"
+            return review
+        return self._stop(state, Intervention("stop", f"loopguard stopped the run: {why}", verdict.rule, index,
+                                              verdict))
+
+    def resolve(self, state: LadderState, approved: bool, index: int) -> Intervention | None:
+        """A reviewer's answer to the pending review: go on (None), or stop the run (the stop).
+
+        After an approval the ladder goes on from the review: a loop that continues ``stop_after`` more calls is
+        stopped. No review pending: nothing happens (None).
+        """
+        review = state.review
+        if review is None:
+            return None
+        state.review, state.quiet = None, False
+        if approved:
+            state.after_nudge, state.last = 0, None
+            return None
+        return self._stop(state, Intervention(
+            "stop", f"loopguard stopped the run: a reviewer declined to let it go on ({review.message})",
+            review.rule, index, review.verdict,
+        ))
 
     def cost_stop(self, state: LadderState, usd: float, limit: float | None, index: int) -> Intervention | None:
         """The stop for a cost budget exceeded (once per trace), or None."""

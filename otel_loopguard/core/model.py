@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
-from ..errors import LoopStopped
+from ..errors import LoopStopped, ReviewPending
 
 VerdictKind = Literal["working", "retrying", "waiting", "stuck", "uncertain"]
 WORKING: VerdictKind = "working"
@@ -30,10 +30,14 @@ RULE_RETRY = "retry"
 RULE_LEASE = "lease"
 RULE_EVIDENCE = "evidence"
 RULE_PROGRESS = "progress"
+# A stuck trace back to working: its latest step brought evidence not seen in its window.
+RULE_RECOVERED = "recovered"
 RULE_STEP_LIMIT = "step_limit"
 RULE_COST_LIMIT = "cost_limit"
 
-Action = Literal["none", "nudge", "stop"]
+Action = Literal["none", "nudge", "review", "stop"]
+#: The interventions in the ladder's order: a trace climbs them as its loop goes on.
+INTERVENTIONS: tuple[str, ...] = ("nudge", "review", "stop")
 
 
 class Lease(Struct, frozen=True, gc=False):
@@ -125,8 +129,9 @@ class Intervention(Struct, frozen=True, gc=False):
     """What the harness should do now: nothing, nudge the model, or stop the run.
 
     Attributes:
-        action: ``none``, ``nudge`` or ``stop``.
-        message: for a nudge, text to put in the tool result; for a stop, the status to report.
+        action: ``none``, ``nudge``, ``review`` or ``stop``.
+        message: for a nudge, text to put in the tool result; for a review, what to show the reviewer; for a stop,
+            the status to report.
         rule: what caused it (a verdict rule, ``step_limit`` or ``cost_limit``).
         step: 0-based index of the call after which it was decided (-1 for none).
         verdict: the verdict at that time, if any.
@@ -153,6 +158,17 @@ class Intervention(Struct, frozen=True, gc=False):
         """
         if self.action == "stop":
             raise LoopStopped(self, self.message)
+
+    def raise_if_blocked(self) -> None:
+        """Raise when the run may not go on: :class:`LoopStopped` for a stop, :class:`ReviewPending` for a review.
+
+        Raises:
+            LoopStopped: the action is ``stop``.
+            ReviewPending: the action is ``review`` (a reviewer has not answered yet).
+        """
+        if self.action == "review":
+            raise ReviewPending(self, self.message)
+        self.raise_if_stop()
 
 
 NO_INTERVENTION = Intervention()
@@ -195,4 +211,30 @@ def trace_id_of(value: int | str) -> int:
         if 0 < len(text) <= 32 and _HEX_DIGITS.issuperset(text):
             return int(text, 16)
     raise ValueError(f"a trace id is an int or 32 hex digits, got {str(value)[:64]!r}")
+
+
+class ReviewRequest(Struct, frozen=True, gc=False):
+    """What a reviewer is handed when loopguard asks for a review: why, in machine-readable form, and no raw data.
+
+    Attributes:
+        trace_id: the trace, as 32 lower-case hex digits (what trace UIs show).
+        rule: the rule that found the loop (``period`` or ``frequency``).
+        period: the cycle length, when periodic.
+        signature_digest: the keyed digest of the repeated call's signature.
+        tool: the repeated tool (or the cycle's first).
+        agent: the agent name, when known.
+        calls: tool calls of the trace so far.
+        cost_usd: the trace's model cost so far, None when some model call was not priced.
+        message: the review's text.
+    """
+
+    trace_id: str
+    rule: str
+    period: int | None
+    signature_digest: str | None
+    tool: str | None
+    agent: str | None
+    calls: int
+    cost_usd: float | None
+    message: str
 

@@ -10,6 +10,7 @@ holds at most ``LAZY_MAX_CHARS`` per call and field.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -42,12 +43,16 @@ class ToolRules:
         retry: the retry policy of the tool.
         ignore: argument names dropped from the tool's signatures.
         kept, dropped: the canonicaliser's key rules for ``ignore`` (fingerprints use them).
+        wait, wait_until: the tool's polling wait (seconds) and the result pattern that ends it, if any.
     """
 
-    __slots__ = ("dropped", "exempt", "ignore", "kept", "limit", "min_reps", "retry")
+    __slots__ = ("dropped", "exempt", "ignore", "kept", "limit", "min_reps", "retry", "wait", "wait_until")
 
     def __init__(self, exempt: bool, min_reps: int, limit: int, retry: RetryPolicy, ignore: frozenset[str],
-                 key_rules: tuple[BoundedCache[str, None], Callable[[str], bool]]) -> None:
+                 key_rules: tuple[BoundedCache[str, None], Callable[[str], bool]], wait: float | None = None,
+                 wait_until: re.Pattern[str] | None = None) -> None:
+        self.wait = wait
+        self.wait_until = wait_until
         self.exempt = exempt
         self.min_reps = min_reps
         self.limit = limit

@@ -31,7 +31,7 @@ from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
-from ..core.model import NO_INTERVENTION, Intervention, Verdict, trace_id_of
+from ..core.model import NO_INTERVENTION, Intervention, ReviewRequest, Verdict, trace_id_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -288,6 +288,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         deferred: judge on a background thread (default) or inline in ``on_end``.
         max_queue: spans held for the background thread at most; more are dropped and counted as
             ``loopguard.processor.errors{error.type="queue_full"}``.
+        review_handler: called once with a :class:`ReviewRequest` when loopguard asks for a human review; with
+            it the ladder is nudge, review, stop (unless ``interventions`` is configured). :meth:`check` answers
+            ``review`` until :meth:`resolve` is called.
 
     Raises:
         ConfigError: the configuration is invalid.
@@ -301,11 +304,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         meter_provider: MeterProvider | None = None,
         deferred: bool = True,
         max_queue: int = 100_000,
+        review_handler: Callable[[ReviewRequest], None] | None = None,
     ) -> None:
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise ConfigError(f"max_queue must be a positive integer, got {max_queue!r}")
         self.config = config if config is not None else LoopGuardConfig.load()
-        self._engine = LoopEngine(self.config)
+        self._engine = LoopEngine(self.config, review=review_handler is not None)
         self._extractor = Extractor.from_config(self.config)
         # The attribute keys that make a span worth a look (the built-in conventions' and the user's).
         self._markers = self._extractor.marker_keys
@@ -325,7 +329,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             _Finished, self.config.max_traces, self.config.trace_ttl_seconds
         )
         self._fail = _ErrorLog(self._emitter)
-        self._listeners: list[Listener] = []
+        self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
         self._stamps = {
             n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
         }
@@ -539,7 +543,51 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return finished.stop if finished is not None and finished.stop is not None else NO_INTERVENTION
         if judge.stop is not None:
             return judge.stop
-        return judge.last_intervention or NO_INTERVENTION
+        return judge.review or judge.last_intervention or NO_INTERVENTION
+
+    def resolve(self, trace_id: int | str, approved: bool) -> Intervention:
+        """Answer the review loopguard asked for a trace.
+
+        Args:
+            trace_id: the trace, as an int or as hex text (what trace UIs show).
+            approved: True lets the run go on (a loop that continues is then stopped); False stops it now.
+
+        Returns:
+            The stop when declined; an intervention whose action is ``none`` when approved or when no review is
+            pending for the trace.
+        """
+        trace_id = trace_id_of(trace_id)
+        self._drain()
+        slot = self._store.slot(trace_id, time.time(), create=False)
+        if slot is None:
+            return NO_INTERVENTION
+        with slot.lock:
+            judge = self._judge_of(trace_id)
+            told = judge.resolve(approved) if judge is not None else []
+            target = self._target(trace_id, slot.state) if told else None
+        for item in told:
+            self._publish(trace_id, item, target, None, _agent_of(self._extractor, target), None)
+        self._drain()  # hands the held event to the SDK
+        return told[0].observation.intervention if told else NO_INTERVENTION  # type: ignore[return-value]
+
+    def _reviews(self, handler: Callable[[ReviewRequest], None]) -> Listener:
+        """A listener that hands each review to ``handler``, once, as a :class:`ReviewRequest`."""
+
+        def listen(event: VerdictEvent) -> None:
+            review = event.intervention
+            if review is None or review.action != "review":
+                return
+            judge = self._judge_of(event.trace_id)
+            cost = judge.cost if judge is not None else None
+            handler(ReviewRequest(
+                trace_id=f"{event.trace_id:032x}", rule=review.rule, period=event.verdict.period,
+                signature_digest=event.verdict.signature_digest or event.signature_digest, tool=event.tool,
+                agent=event.agent, calls=event.steps,
+                cost_usd=cost.usd if cost is not None and not cost.unpriced_tokens else None,
+                message=review.message,
+            ))
+
+        return listen
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(event)`` on every transition and intervention.

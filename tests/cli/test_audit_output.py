@@ -42,18 +42,20 @@ def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 def test_a_recovered_loop_reads_in_order_with_its_worst_moment_in_the_headline(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Four identical searches then a read: stuck and nudged at call 3, stopped at call 4, working again at 5."""
+    """Four identical searches then a read with a new result: stuck and nudged at call 3, stopped at call 4,
+    working again at 5 (recovered)."""
     path = steps_file(tmp_path, [SEARCH] * 4 + [READ])
     status, out = audit(capsys, path)
     assert status == 1  # it was stuck at some point (--fail-on stuck)
     assert out.splitlines() == [
-        f"{path}: working after 5 tool calls; stuck at calls 3-4, nudged at call 3, stopped at call 4",
+        f"{path}: working (rule recovered) after 5 tool calls; stuck at calls 3-4, nudged at call 3, stopped at "
+        "call 4",
         "  step audit: identical consecutive calls from call 1: search|q=x",
         "  call 3: working -> stuck (rule period, period 1)",
         "  call 3: nudge: You have made the same search call 3 times with the same result. Try a different approach.",
         "  call 4: stop: loopguard stopped the run: made the same search call 4 times with the same result, and it "
         "went on after a nudge",
-        "  call 5: stuck -> working (rule none)",
+        "  call 5: stuck -> working (rule recovered)",
     ]
 
 

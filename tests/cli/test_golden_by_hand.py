@@ -50,24 +50,25 @@ def _i(step: int, action: str, rule: str, message: str) -> dict[str, Any]:
 # with 1200 input and 30 output tokens; a plain HTTP span (ignored). Calls in order:
 #   0 search, 1 search, 2 search, 3 other, 4 search (failed: TimeoutError), 5 search, 6 search, 7 fetch.
 # - call 2: the third equal call with the same result, a period-1 cycle of 3 -> stuck (period 1); first nudge.
-# - call 3: another tool, nothing repeats -> working (rule none).
+# - call 3: another tool, whose result "x" no other call in the window had -> working again (rule recovered).
 # - call 4: search is now 4 times in the window (frequency limit 3), but this call failed with a retryable error
 #   ("timeout" matches TimeoutError: the exception event's type is the error class) and a retry run starts -> retrying.
 # - call 5: success ends the retry run; search 5 times in the window, every result "nothing" (the failure is never
 #   progress) -> stuck by frequency, repetitions 5; the trace was nudged once already (max_nudges 1): stop.
 # - call 6: search after search (period 1, cycle of 3 from call 4), but call 4 failed and call 5 did not, so the
-#   evidence changed within the cycle -> working (rule progress; its period 1 is not reported: not stuck).
-# - call 7: fetch, nothing repeats -> working (rule none), no transition (already working).
-# The last stuck verdict (call 5) had no period, so the report's period is null.
+#   evidence changed within the cycle: the decision order says working (progress); but the trace is stuck and its
+#   result "nothing" is already in the window: no new evidence, so it stays stuck (no new intervention: stopped).
+# - call 7: fetch, whose result "page" is new to the window -> working (rule recovered).
+# The final verdict (working) has no period, so the report's period is null.
 # Step audit: runs of 3 identical calls at 0 (calls 0-2) and at 4 (calls 4-6).
 # Cost: no prices configured, so 0 USD and 1200 + 30 = 1230 unpriced tokens of model "m".
 MIXED_AGENT = {
-    "trace_id": "0af7651916cd43dd8448eb211c80319c", "verdict": "working", "rule": "none", "period": None,
+    "trace_id": "0af7651916cd43dd8448eb211c80319c", "verdict": "working", "rule": "recovered", "period": None,
     "steps_used": 8, "ok": False,
     "violations": ["repeat_loop:search|q=same@0", "repeat_loop:search|q=same@4"],
-    "transitions": [_t(2, "working", "stuck", "period", 1), _t(3, "stuck", "working", "none", None),
+    "transitions": [_t(2, "working", "stuck", "period", 1), _t(3, "stuck", "working", "recovered", None),
                     _t(4, "working", "retrying", "retry", None), _t(5, "retrying", "stuck", "frequency", None),
-                    _t(6, "stuck", "working", "progress", None)],
+                    _t(7, "stuck", "working", "recovered", None)],
     "interventions": [
         _i(2, "nudge", "period", NUDGE_3.format(tool="search")),
         _i(5, "stop", "frequency",

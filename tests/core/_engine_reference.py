@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+import msgspec
+
 from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy
 from otel_loopguard.core.cost import CostTotal, Usage
 from otel_loopguard.core.model import (
@@ -277,6 +279,14 @@ class ReferenceEngine:
         state.counts[key] = state.counts.get(key, 0) + 1
 
         verdict = self._decide(state, now)
+        if state.verdict.kind == STUCK and verdict.kind == WORKING:
+            # A stuck trace recovers only on evidence no other call in the window had (not a failure, not missing).
+            seen = [e.evidence for e in recent if e is not entry]
+            if evidence is None or evidence == FAILED or evidence in seen:
+                verdict = msgspec.structs.replace(state.verdict, step=index)
+            else:
+                verdict = Verdict(WORKING, "recovered", index, tool=call.tool,
+                                  normalizer_version=self.normalizer_version)
         return self._conclude(state, verdict, sig)
 
     def reevaluate(self, state: ReferenceState, now: float) -> Observation | None:
@@ -288,6 +298,8 @@ class ReferenceEngine:
         if state.index < 0:
             return None
         verdict = self._decide(state, now)
+        if state.verdict.kind == STUCK and verdict.kind == WORKING:
+            return None  # no new call, so no new evidence: still stuck
         if verdict.kind == state.verdict.kind:
             # Nothing new happened: no call continued the loop, so the nudge/stop ladder must not advance
             # (the live processor, which judges only when a span ends, would not advance it either).

@@ -100,7 +100,7 @@ def test_fail_on_another_verdict(files: dict[str, str], capsys: pytest.CaptureFi
 def test_fail_on_counts_a_verdict_reached_earlier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A trace that was stuck and recovered still fails ``--fail-on stuck``."""
     steps = [{"tool": "a", "args": {}, "result": "r"}] * 3 + [
-        {"tool": f"t{i}", "args": {}, "result": "r"} for i in range(12)
+        {"tool": f"t{i}", "args": {}, "result": f"r{i}"} for i in range(12)
     ]
     path = tmp_path / "recovered.json"
     path.write_text(json.dumps(steps))

@@ -30,6 +30,7 @@ max_cost_usd = 2.5
 hysteresis = 2
 stop_after = 2
 max_nudges = 2
+interventions = ["nudge", "review", "stop"]
 volatile_keys = ["requestId", "my_nonce"]
 signature_key = "0123456789abcdef0123"
 max_traces = 100
@@ -325,6 +326,7 @@ def test_every_setting_is_read_from_the_environment_as_documented() -> None:
         "window": ("20", 20), "max_period": ("4", 4), "min_repetitions": ("4", 4), "frequency_limit": ("4", 4),
         "repeat_limit": ("5", 5), "max_steps": ("9", 9), "max_cost_usd": ("1.5", 1.5), "hysteresis": ("2", 2),
         "permanent_errors": ("Quota", ("quota",)), "stop_after": ("2", 2), "max_nudges": ("3", 3),
+        "interventions": ("review,stop", ("review", "stop")),
         "volatile_keys": ("a_b", frozenset({"ab"})), "signature_key": ("k" * 16, b"k" * 16),
         "max_traces": ("7", 7), "trace_ttl_seconds": ("5", 5.0), "max_tool_names": ("8", 8),
         "max_argument_bytes": ("99", 99), "per_conversation": ("on", True),

@@ -88,8 +88,10 @@ def test_each_stuck_episode_names_its_own_signature() -> None:
     engine = LoopEngine()
     state = engine.new_state()
     plan = [("search", '{"q": 1}')] * 3 + [("search", '{"q": 2}')] * 3 + [("fetch", '{"q": 2}')] * 3
-    obs = [engine.observe(state, ToolCall(tool, args, result="same", result_captured=True, start=T0 + i,
-                                          end=T0 + i)) for i, (tool, args) in enumerate(plan)]
+    # Each loop has its own result, so the first call of the next loop brings new evidence (the trace recovers).
+    obs = [engine.observe(state, ToolCall(tool, args, result=f"same {tool} {args}", result_captured=True,
+                                          start=T0 + i, end=T0 + i)) for i, (tool, args) in enumerate(plan)]
+    assert [obs[i].verdict.rule for i in (3, 6)] == ["recovered", "recovered"]
     stuck = [obs[i] for i in (2, 5, 8)]
     for o in stuck:
         assert o.verdict.kind == "stuck" and o.transition is not None
@@ -175,11 +177,11 @@ def test_the_stops_after_a_nudge_carry_their_call_and_verdict() -> None:
     assert obs[2].intervention is not None and obs[2].intervention.action == "nudge"
     stop = obs[3].intervention
     assert stop is not None and (stop.action, stop.step) == ("stop", 3) and stop.verdict is obs[3].verdict
-    # "aaaba": the nudge at call 2, then b ends the episode (working); at call 4 the window holds a four times
+    # "aaaba": the nudge at call 2, then b, with a result not seen before, ends the episode (working); at call 4 the window holds a four times
     # (calls 0, 1, 2, 4): stuck again, by frequency. The one nudge allowed is spent -> stop at call 4 ("again after
     # 1 nudge(s)"), with call 4's verdict.
     state = engine.new_state()
-    obs = [engine.observe(state, ToolCall("t", {"q": q}, result="same", result_captured=True, start=T0 + i,
+    obs = [engine.observe(state, ToolCall("t", {"q": q}, result=f"same {q}", result_captured=True, start=T0 + i,
                                           end=T0 + i)) for i, q in enumerate("aaaba")]
     assert obs[2].intervention is not None and obs[2].intervention.action == "nudge"
     assert obs[3].intervention is None and obs[3].verdict.kind == "working"

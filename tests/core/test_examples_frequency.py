@@ -179,13 +179,14 @@ def test_a_tool_frequency_limit_below_two_or_beyond_the_window_is_refused() -> N
 def test_a_long_run_keeps_counting_as_calls_leave_the_window() -> None:
     # A o A o A o ... for 30 calls (A the same call, each o new), window 5: from call 4 on, every A call has three A's
     # in the window (itself and two calls back, four calls back) -> stuck by frequency, 3 repetitions starting four
-    # calls earlier; every o call has a new signature, so nothing repeats at it -> working (no rule).
+    # calls earlier; every o call has a new signature, so nothing repeats at it, and its result is new to the window
+    # -> working again, recovered.
     calls = [{"args": A} if i % 2 == 0 else _other(i) for i in range(30)]
     out = _run(calls)
     for i in range(4, 30, 2):
         assert out[i] == ("stuck", "frequency", 3, i - 4), (i, out[i])
     for i in range(5, 30, 2):
-        assert out[i] == W, (i, out[i])
+        assert out[i] == ("working", "recovered", None, None), (i, out[i])
 
 
 def test_calls_with_empty_argument_text_are_counted_together() -> None:

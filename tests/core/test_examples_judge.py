@@ -132,8 +132,8 @@ def test_calls_without_times_are_judged_at_the_observation_time() -> None:
 # --- live judging with late arrivals (serve): provisional events, then one exact judgement ---------------------------
 
 def _step(tool: str, span_id: int, start: int) -> Step:
-    # One call per tool name, always with the same arguments and result: the repetitions are real.
-    call = ToolCall(tool, {"q": "x"}, result="r", result_captured=True, start=float(start), end=float(start))
+    # One call per tool name, always with the same arguments and result (one per tool): the repetitions are real.
+    call = ToolCall(tool, {"q": "x"}, result=f"r {tool}", result_captured=True, start=float(start), end=float(start))
     return Step(span_id=span_id, start_ns=start, end_ns=start, call=call)
 
 
@@ -164,7 +164,7 @@ def test_an_exact_judgement_tells_a_stop_that_now_ends_a_new_stuck_episode() -> 
     assert judge.reordered
     assert _told(judge.finish()) == [
         (2, ("working", "stuck", "period"), ("nudge", "period")),
-        (3, ("stuck", "working", "none"), None),
+        (3, ("stuck", "working", "recovered"), None),
         (4, ("working", "stuck", "frequency"), ("stop", "frequency")),
     ]
     assert (judge.rejudged, judge.retracted, judge.reordered) == (1, 2, False)
@@ -895,7 +895,8 @@ def test_unpriced_models_are_listed_sorted_in_the_report() -> None:
 def test_at_most_1000_transitions_and_interventions_are_kept() -> None:
     # 1 100 cycles of three equal calls, each cycle with new arguments: the third call of a cycle is stuck (frequency
     # limit 3) and nudged; the next cycle's first call is working again. That is 2 transitions and 1 nudge per cycle
-    # (no stop: the call after a nudge is working again; nudges unlimited here), so 2 199 transitions and 1 100 nudges
+    # (no stop: the call after a nudge, with a new result, is working again; nudges unlimited here), so 2 199
+    # transitions and 1 100 nudges
     # happen; the report keeps the first 1 000 of each.
     engine = LoopEngine(LoopGuardConfig(max_steps=100_000, max_nudges=100_000))
     judge = TraceJudge(engine, keep_steps=False, step_audit=False)
@@ -903,7 +904,7 @@ def test_at_most_1000_transitions_and_interventions_are_kept() -> None:
     for cycle in range(1100):
         for _ in range(3):
             judge.judge(Step(span_id=k + 1, start_ns=k, end_ns=k,
-                             call=ToolCall("s", f'{{"c": {cycle}}}', result="r", result_captured=True)))
+                             call=ToolCall("s", f'{{"c": {cycle}}}', result=f"r{cycle}", result_captured=True)))
             k += 1
     report = judge.report("x", None)
     assert (len(report.transitions), len(report.interventions)) == (1000, 1000)

@@ -166,14 +166,15 @@ def test_a_late_step_is_judged_live_then_exactly_at_finish() -> None:
     """Live: a step that starts before one already judged is judged at once (provisional), and finish judges the
     trace again in start order, telling only what was not told."""
     a, b, c, d = (call_step(10 + i, 2 * i) for i in range(4))  # identical searches at 0, 2, 4, 6 s
-    other = call_step(30, 1, tool="read", args='{"doc": 1}')  # starts at 1 s, arrives last
+    other = call_step(30, 1, tool="read", args='{"doc": 1}', result="the doc")  # starts at 1 s, arrives last
     judge = TraceJudge(ENGINE, track_events=True)
     told = []
     for step in (a, b, c, d, other):
         judge.add(step)
         told += judge.advance()
     # Live, in arrival order a b c d other: stuck (period 1) and nudged at index 2, stopped at 3; at index 4 the
-    # different call makes it working again, told as provisional (it came out of order).
+    # different call, with a result not seen before, makes it working again, told as provisional (it came out of
+    # order).
     assert [(j.observation.index, j.provisional) for j in told] == [(2, False), (3, False), (4, True)]
     assert judge.reordered
     final = judge.finish(None)

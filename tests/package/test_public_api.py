@@ -15,8 +15,9 @@ PACKAGE = Path(otel_loopguard.__file__).parent
 EXPECTED = {
     "NORMALIZER_VERSION", "ActionSignature", "ConfigError", "InputError", "Intervention", "Lease",
     "LeasePolicy", "LoopEngine", "LoopGuardConfig", "LoopGuardError", "LoopGuardSpanProcessor", "LoopStopped",
-    "Observation", "Prices", "RetryPolicy", "ToolCall", "ToolSettings", "TraceReport", "Transition", "Usage",
-    "Verdict", "VerdictEvent", "__version__", "audit_trace", "configure", "cost_usd", "read_spans",
+    "Observation", "Prices", "RetryPolicy", "ReviewPending", "ReviewRequest", "ToolCall", "ToolSettings",
+    "TraceReport", "Transition", "Usage", "Verdict", "VerdictEvent", "__version__", "audit_trace", "configure",
+    "cost_usd", "read_spans",
 }
 
 

@@ -165,11 +165,12 @@ HarnessFactory = Callable[..., Harness]
 
 @pytest.fixture
 def make_harness() -> Iterator[HarnessFactory]:
-    """Build pipelines: ``make_harness(config=..., sampler=..., batch_logs=False, deferred=True)``; all are shut down."""
+    """Build pipelines: ``make_harness(config=..., sampler=..., batch_logs=False, deferred=True, **processor
+    options)``; all are shut down."""
     built: list[Harness] = []
 
     def factory(config: LoopGuardConfig | None = None, *, sampler: Sampler | None = None,
-                batch_logs: bool = False, deferred: bool = True) -> Harness:
+                batch_logs: bool = False, deferred: bool = True, **options: Any) -> Harness:
         log_exporter = InMemoryLogRecordExporter()
         logger_provider = LoggerProvider()
         if batch_logs:
@@ -191,6 +192,7 @@ def make_harness() -> Iterator[HarnessFactory]:
             logger_provider=logger_provider,
             meter_provider=meter_provider,
             deferred=deferred,
+            **options,
         )
         span_exporter = InMemorySpanExporter()
         # Loopguard first, so the exporter after it proves later processors still see every span.

@@ -85,7 +85,7 @@ def test_stop_is_warn_and_recovery_is_info(harness: Harness) -> None:
     assert recovery.attributes["loopguard.verdict.previous"] == "stuck"
     assert recovery.attributes["loopguard.intervention"] == "none"
     assert "loopguard.message" not in recovery.attributes
-    assert recovery.body == "trace is working (rule none)"
+    assert recovery.body == "trace is working (rule recovered)"
 
 
 def test_uncertain_event_is_info(harness: Harness) -> None:

@@ -23,7 +23,7 @@ def test_check_in_current_span_nudge_once_then_stop_stays(harness: Harness) -> N
         assert nudge.action == "nudge" and nudge.step == 2
         assert "Try a different approach" in nudge.message
         nudge.raise_if_stop()  # a nudge never raises
-        h.tool(agent, tool="read", args={"doc": 1})
+        h.tool(agent, tool="read", args={"doc": 1}, result="the document")  # a new result: recovered
         assert h.processor.check().action == "none"
         assert h.processor.check().action == "none"  # still none before the loop resumes
         h.tool(agent)

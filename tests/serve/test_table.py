@@ -112,10 +112,11 @@ def test_a_late_span_makes_the_events_provisional_until_the_exact_judgement() ->
     """Events decided after an out-of-order arrival say provisional; the finish's exact events do not."""
     table = TraceTable(LoopEngine(LoopGuardConfig()), idle=30)
     loop = [tool_span(10 + i, 2 * i) for i in range(4)]  # identical searches at 0, 2, 4, 6 s
-    other = tool_span(30, 1, tool="read", args='{"doc": 1}')  # starts at 1 s, sent last
+    other = tool_span(30, 1, tool="read", args='{"doc": 1}', result="the doc")  # starts at 1 s, sent last
     live = table.add(loop, now=0)[0] + table.add([other], now=1)[0]
     final = table.finish_all()[0]
-    # Live: stuck and nudged at call 3 (index 2), stopped at index 3, then `other` (index 4) makes it working:
+    # Live: stuck and nudged at call 3 (index 2), stopped at index 3, then `other` (index 4), with a new result,
+    # makes it working:
     # that last one is provisional. Exact (a other b c d): stuck by frequency and nudged at index 3, stopped at 4.
     assert [(e.steps, e.provisional) for e in live] == [(3, False), (4, False), (5, True)]
     assert [(e.steps, e.verdict.kind, e.provisional) for e in final] == [(4, "stuck", False), (5, "stuck", False)]
