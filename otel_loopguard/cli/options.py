@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 from ..core.config import LoopGuardConfig
+from ..core.escape import escaped
 from ..errors import InputError
 from ..otlp.read import STDIN
 
@@ -84,7 +85,8 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str]:
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
     # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
-    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
+    # The message quotes file names and span data: one escaped line whatever they hold.
+    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {escaped(str(exc))}\n")
 
 
 class ErrorLine:
@@ -99,15 +101,30 @@ class ErrorLine:
         write_error(exc)
 
 
-# Control characters (C0, DEL, C1) and the Unicode line separators, as escapes: text from span data (tool names,
-# messages, arguments in the step audit, attribute values) or file names can neither break a line nor drive the
-# terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
+def encodable_writer(out: IO[str]) -> Callable[[str], object]:
+    """``out.write`` that backslash-escapes what ``out`` cannot encode instead of raising half-way through."""
+    encoding = getattr(out, "encoding", None)
+    if not encoding:
+        return out.write
+    # Tool names may hold lone surrogates (JSON "\\ud800" escapes) and file names undecodable bytes; a terminal
+    # may not show every character.
+    return lambda text: out.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\x1b``), for one line of a terminal."""
-    return text.translate(_CONTROL)
+class EscapedLines:
+    """A text stream for output made of input strings and plain words only (no colours): each line written passes
+    :func:`~otel_loopguard.core.escape.escaped`, newlines kept, so no tool name or file name can drive the
+    terminal wherever the command happens to quote it."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self._out = out
+        self._write = encodable_writer(out)
+
+    def write(self, text: str) -> None:
+        self._write("\n".join(escaped(line) for line in text.split("\n")))
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",

@@ -17,6 +17,7 @@ from ..conventions.span import SpanRecord
 from ..conventions.traces import TraceCollector
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
+from ..core.escape import escaped
 from ..core.judge import TraceReport
 from ..core.model import STUCK
 from ..errors import InputError
@@ -31,7 +32,6 @@ from .options import (
     expand_paths,
     input_options,
     load_config,
-    printable,
 )
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
@@ -219,7 +219,7 @@ def _percent(part: float) -> str:
 
 def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None:
     """Print the groups as an aligned table."""
-    headers = [printable(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
+    headers = [escaped(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
     priced = any(g.cost_usd is not None for g in groups)
     if priced:
         headers.append("cost/trace")
@@ -229,7 +229,7 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
                _percent(g._share(g.nudged)), _percent(g._share(g.stopped)), _percent(g.error_rate)]
         if priced:
             row.append(f"${g.cost_per_trace or 0.0:.4f}" + ("*" if g.unpriced_tokens else ""))
-        rows.append([printable(cell) for cell in row])
+        rows.append([escaped(cell) for cell in row])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     for line in [headers, *rows]:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from ..core.cache import BoundedCache
+from ..core.escape import escaped
 from . import names as n
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
@@ -40,6 +41,9 @@ README_SECTION = "README.md, section 'Conventions read'"
 
 #: Attribute keys named in a note at most (the rest are counted).
 MAX_KEYS = 12
+#: Characters of one attribute key named in a note at most: a sender chooses its keys, and a note is kept, logged
+#: and answered (a 1 MB key would otherwise be held and logged whole).
+MAX_KEY_CHARS = 128
 
 # The last word(s) of an attribute key that holds a call's content (arguments, result) rather than metadata.
 _CONTENT_WORDS = frozenset({
@@ -81,15 +85,20 @@ def unknown_content_keys(attrs: Mapping[str, Any], events: Iterable[tuple[str, M
                          known: frozenset[str] = KNOWN_KEYS) -> tuple[str, ...]:
     """Attribute keys (``event/key`` for span-event attributes) that look like a call's content and that no
     convention reads, sorted."""
-    out = {k for k in attrs if k not in known and _content_like(k)}
+    out = {_key(k) for k in attrs if k not in known and _content_like(k)}
     for name, event_attrs in events:
         if name == n.EVENT_EXCEPTION:
             continue
         for key in event_attrs:
             full = f"{name}/{key}"
             if full not in known and _content_like(key):
-                out.add(full)
+                out.add(_key(full))
     return tuple(sorted(out))
+
+
+def _key(key: str) -> str:
+    """A key as a note names it: escaped and at most :data:`MAX_KEY_CHARS` characters."""
+    return escaped(key, MAX_KEY_CHARS)
 
 
 class Unread(NamedTuple):
@@ -174,7 +183,7 @@ class UnreadTrace:
             keys = tuple(attrs)
             genai = _GENAI_KEYS.get(keys)
             if genai is None:
-                genai = _GENAI_KEYS.put(keys, frozenset(k for k in keys if k.startswith(n.GENAI_KEY_PREFIXES)))
+                genai = _GENAI_KEYS.put(keys, frozenset(_key(k) for k in keys if k.startswith(n.GENAI_KEY_PREFIXES)))
             # The spans of one instrumentation have the same keys: the second and later add nothing.
             if genai is not self._last_keys:
                 self._last_keys = genai

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import logging
 import os
 import signal
@@ -56,6 +57,7 @@ from ..conventions.span import SpanRecord
 from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
+from ..core.escape import escaped
 from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
@@ -174,7 +176,7 @@ class Server:
         self._clock = clock
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
-        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
+        self._unread_logged: set[bytes] = set()
         self._unread_lock = threading.Lock()
         # Causes of finished traces not told to their senders yet, by sender.
         self._pending: dict[str, list[Unread]] = {}
@@ -328,7 +330,7 @@ class Server:
                 unread += owed
         if not unread:
             return None
-        return "; ".join(message(cause) for cause in unread)[:_MAX_WARNING]
+        return escaped("; ".join(message(cause) for cause in unread), _MAX_WARNING)
 
     # -- internals ------------------------------------------------------------
 
@@ -345,17 +347,19 @@ class Server:
             try:
                 self._forward(body, content_type)
             except Exception as exc:  # noqa: BLE001 - forwarding is best effort; judging already happened
-                _logger.warning("otel-loopguard serve: forwarding failed: %s", exc)
+                _logger.warning("otel-loopguard serve: forwarding failed: %s", escaped(str(exc), _MAX_WARNING))
         return warning
 
     def _log_unread(self, cause: Unread) -> None:
-        # Each cause (reason and keys) is logged once per server.
-        key = (cause.reason, cause.keys)
+        # Each cause (reason and keys) is logged once per server, remembered by a 16-byte digest: the keys are
+        # bounded already, but 256 causes of 12 keys each would still be kept for the server's life.
+        key = hashlib.blake2b(repr((cause.reason, cause.keys)).encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
         with self._unread_lock:
             if key in self._unread_logged or len(self._unread_logged) >= _MAX_UNREAD_LOGGED:
                 return
             self._unread_logged.add(key)
-        _logger.warning("otel-loopguard serve: %s", message(cause))
+        _logger.warning("otel-loopguard serve: %s", escaped(message(cause), _MAX_WARNING))
 
     def _owe(self, peers: tuple[str, ...], cause: Unread) -> None:
         """Keep a cause for the next answer to each of ``peers`` (one per reason per sender: keys merged, bounded)."""
@@ -533,7 +537,7 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
         hosts = {name: _split_address(address, flag)[0] for name, address, flag in (
             ("OTLP/gRPC", command.grpc, "--grpc"), ("OTLP/HTTP", command.http, "--http")) if address}
     except ValueError as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        print(f"otel-loopguard: error: {escaped(str(exc))}", file=sys.stderr)
         return 2
     settings = command.settings
     for warning in exposure_warnings(hosts, tls=settings.tls is not None, token=settings.bearer_token is not None,
@@ -562,7 +566,7 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
               "install otel-loopguard[serve], or disable it with --http ''", file=sys.stderr)
         return 2
     except (ValueError, OSError) as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        print(f"otel-loopguard: error: {escaped(str(exc))}", file=sys.stderr)
         return 2
     parts = []
     scheme = "tls" if settings.tls is not None else "plain"
