@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -66,10 +67,13 @@ def load_config(args: argparse.Namespace) -> LoopGuardConfig:
     return LoopGuardConfig.load(getattr(args, "config", None), **overrides)
 
 
-def expand_paths(paths: Iterable[str]) -> Iterator[str]:
-    """Each path, a directory replaced by its files (sorted, recursively; hidden files and directories skipped).
+def expand_paths(paths: Iterable[str], err: IO[str] | None = None) -> Iterator[str]:
+    """Each path, a directory replaced by its regular files (sorted, recursively; hidden files and directories
+    skipped).
 
-    ``-`` (standard input) stays itself even when a directory of that name exists.
+    ``-`` (standard input) stays itself even when a directory of that name exists. A FIFO, socket or device found
+    in a directory is skipped with a note on ``err`` (default ``sys.stderr``): opening a FIFO nobody writes to
+    blocks forever. Named on the command line, it is read as given.
     """
     for path in paths:
         if path != STDIN and os.path.isdir(path):
@@ -77,9 +81,24 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str]:
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     if not name.startswith("."):
-                        yield os.path.join(root, name)
+                        yield from _regular(os.path.join(root, name), err)
         else:
             yield path
+
+
+def _regular(path: str, err: IO[str] | None) -> Iterator[str]:
+    """``path`` if it is a regular file (or cannot be examined: its reader then says why); else a note."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        yield path
+        return
+    if stat.S_ISREG(mode):
+        yield path
+        return
+    (err if err is not None else sys.stderr).write(
+        f"otel-loopguard: note: {escaped(path)}: not a regular file (a FIFO, socket or device), skipped; "
+        "name it on the command line to read it\n")
 
 
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:
