@@ -170,8 +170,7 @@ def _steps_document(opened: Input) -> Any:
         # Strict UTF-8 (json.loads of bytes would let lone surrogates through).
         return json.loads(opened.stream.read().decode("utf-8"))
     except InputTooLarge as exc:
-        raise InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)",
-                         source=opened.name) from None
+        raise exc.input_error(opened.name) from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"not valid JSON: {exc}", source=opened.name) from None
 
@@ -243,7 +242,7 @@ def audit_paths(
             yield InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
                              source=name)
         except InputTooLarge as exc:
-            yield InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)", source=name)
+            yield exc.input_error(name)
         except OSError as exc:
             yield InputError(f"cannot read: {exc.strerror or exc}", source=name)
     if collector is not None:

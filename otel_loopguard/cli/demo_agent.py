@@ -40,7 +40,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from ..conventions import names as n
 from ..core.config import LoopGuardConfig, config_values
 from ..core.model import Intervention
-from ..errors import LoopStopped
+from ..errors import ConfigError, LoopStopped
 from ..harness import with_nudge
 from ..sdk.emit import VerdictEvent
 from ..sdk.otlp_write import write_otlp_json
@@ -529,7 +529,10 @@ def run_demo(
     spans = tuple(memory.get_finished_spans())
     _summary(results, stream, paint)
     if out is not None:
-        write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
+        try:
+            write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
+        except OSError as exc:  # a full disk, a file size limit: checked paths can still fail to take the data
+            raise ConfigError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
         stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n"
                      f"(add --config {DEMO_CONFIG_PATH} for the demo's prices, costs and cost stop)\n")
     if exporters is not None:
