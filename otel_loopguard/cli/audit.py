@@ -30,6 +30,7 @@ from .options import (
     detector_options,
     encodable_writer,
     input_options,
+    json_line,
     load_config,
     painter,
 )
@@ -358,4 +359,4 @@ def format_report(report: TraceReport, color: bool = False) -> str:
 
 def report_json(report: TraceReport) -> str:
     """One line of ``audit --json`` output (``json.dumps(report.as_dict())``: ASCII, so any byte is escaped)."""
-    return json.dumps(report.as_dict())
+    return json_line(report.as_dict())

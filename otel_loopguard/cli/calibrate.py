@@ -37,7 +37,7 @@ from ..core.escape import escaped
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, ErrorLine, EscapedLines, StatusLine, expand_paths
+from .options import EXIT_ERROR, EXIT_OK, ErrorLine, EscapedLines, StatusLine, expand_paths, json_line
 
 __all__ = ["LabelRules", "read_manifest", "read_traces", "register", "run"]
 
@@ -476,7 +476,7 @@ def run(args: argparse.Namespace) -> int:
         doc["jobs"] = jobs
         doc["written"] = written
         doc["plot"] = plot_to
-        out.write(json.dumps(doc) + "\n")
+        out.write(json_line(doc) + "\n")
     else:
         # Tool names, trace names and file names from the input appear all over the text: escape every line.
         out = EscapedLines(out)

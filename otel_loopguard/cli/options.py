@@ -4,12 +4,14 @@ lines, colours, a progress line."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO
+from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
 from ..core.escape import escaped
@@ -99,6 +101,31 @@ def _regular(path: str, err: IO[str] | None) -> Iterator[str]:
     (err if err is not None else sys.stderr).write(
         f"otel-loopguard: note: {escaped(path)}: not a regular file (a FIFO, socket or device), skipped; "
         "name it on the command line to read it\n")
+
+
+def json_line(doc: dict[str, Any]) -> str:
+    """``doc`` as one line of JSON, every non-finite number (NaN, Infinity: not JSON) written as ``null`` and the
+    keys so replaced listed under ``"not_finite"`` (a note, so that a reader knows the null is not "none")."""
+    try:
+        return json.dumps(doc, allow_nan=False)
+    except ValueError:
+        pass
+    replaced: list[str] = []
+    cleaned = _finite(doc, "", replaced)
+    cleaned["not_finite"] = replaced
+    return json.dumps(cleaned, allow_nan=False)
+
+
+def _finite(value: Any, path: str, replaced: list[str]) -> Any:
+    """``value`` with non-finite floats as None, their dotted paths appended to ``replaced``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        replaced.append(path)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{path}.{k}" if path else str(k), replaced) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{path}[{i}]", replaced) for i, v in enumerate(value)]
+    return value
 
 
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:

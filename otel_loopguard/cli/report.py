@@ -31,6 +31,7 @@ from .options import (
     detector_options,
     expand_paths,
     input_options,
+    json_line,
     load_config,
 )
 
@@ -270,7 +271,7 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
     groups = builder.groups()
     if as_json:
         for g in groups:
-            out.write(json.dumps(g.as_dict(attribute)) + "\n")
+            out.write(json_line(g.as_dict(attribute)) + "\n")
     elif groups:
         format_table(groups, attribute, out)
     else:
