@@ -329,9 +329,12 @@ class LeasePolicy:
 
     Args:
         max_renewals: how many times a lease may be extended before it stops explaining repetition.
+        max_seconds: the furthest a lease's deadline counts after the call that declares or renews it; a later
+            deadline is cut to it, so a deadline of 1e308 cannot keep a loop waiting for ever.
     """
 
     max_renewals: int = _setting(3, check=_non_negative_int)
+    max_seconds: float = _setting(3600.0, check=_positive)
 
     def __post_init__(self) -> None:
         _check_fields(self, "lease.")

@@ -154,7 +154,7 @@ class LoopEngine:
         self._frequency_add = self._frequency.add
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
-        self._lease = LeaseDetector(cfg.lease.max_renewals)
+        self._lease = LeaseDetector(cfg.lease.max_renewals, cfg.lease.max_seconds)
         self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps)
         self._ladder_conclude = self._ladder.conclude
         self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
