@@ -71,6 +71,9 @@ def register(commands: Any) -> None:
                         help="gRPC calls in progress before RESOURCE_EXHAUSTED (default 64)")
     limits.add_argument("--grpc-max-connection-age", type=float, metavar="SECONDS",
                         help="ask gRPC clients to reconnect after this long (default: never)")
+    limits.add_argument("--shutdown-timeout", type=float, metavar="SECONDS",
+                        help="on SIGTERM/SIGINT, the longest wait for open traces to be judged and their events "
+                             "and metrics to be sent; what is still pending then is dropped and said so (default 5)")
     detector_options(serve)
     serve.set_defaults(handler=run)
 

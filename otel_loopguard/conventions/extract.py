@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from ..core.cache import BoundedCache
+from ..core.cache import BoundedCache, small
 from ..core.config import DEFAULT_REDACTED_VALUES, LoopGuardConfig, RedactedValue
 from ..core.cost import MAX_TOKENS, Usage
 from ..core.model import Lease, ToolCall
@@ -257,8 +257,9 @@ class _Table:
         keys = tuple(attrs)
         plan = self._plans.get(keys)
         if plan is None:
-            plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
-                                               not self.markers.isdisjoint(keys)))
+            plan = _Plan(tuple(k for k in self._compared if k in attrs), not self.markers.isdisjoint(keys))
+            if small(keys):  # a huge key set is classified each time rather than kept
+                self._plans.put(keys, plan)
         values = plan.values(attrs)
         try:
             known = plan.hits.get(values)

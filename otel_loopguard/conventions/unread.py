@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from ..core.cache import BoundedCache
+from ..core.cache import BoundedCache, small
 from ..core.escape import escaped
 from . import names as n
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
+    "INVALID_IDS",
     "NO_TOOL_CALLS",
     "README_SECTION",
     "UNKNOWN_ATTRIBUTES",
@@ -36,6 +37,8 @@ __all__ = [
 
 NO_TOOL_CALLS = "no_tool_calls"
 UNKNOWN_ATTRIBUTES = "unknown_attributes"
+#: ``serve`` only: spans rejected for an all-zero trace id or span id (OTLP ``partial_success.rejected_spans``).
+INVALID_IDS = "invalid_ids"
 #: Where the README explains what is read and how to make the rest readable.
 README_SECTION = "README.md, section 'Conventions read'"
 
@@ -183,7 +186,9 @@ class UnreadTrace:
             keys = tuple(attrs)
             genai = _GENAI_KEYS.get(keys)
             if genai is None:
-                genai = _GENAI_KEYS.put(keys, frozenset(_key(k) for k in keys if k.startswith(n.GENAI_KEY_PREFIXES)))
+                genai = frozenset(_key(k) for k in keys if k.startswith(n.GENAI_KEY_PREFIXES))
+                if small(keys):
+                    _GENAI_KEYS.put(keys, genai)
             # The spans of one instrumentation have the same keys: the second and later add nothing.
             if genai is not self._last_keys:
                 self._last_keys = genai

@@ -142,8 +142,8 @@ class OTLPGrpcServer:
             self._on_reject()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
-            warning = self._sink(spans, request, PROTOBUF, peer_host(context.peer()))
+            partial = self._sink(spans, request, PROTOBUF, peer_host(context.peer()))
         except Exception as exc:
             _logger.warning("otel-loopguard serve: request failed: %s", exc, exc_info=exc)
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
-        return _EMPTY_RESPONSE if not warning else export_response(warning)
+        return _EMPTY_RESPONSE if partial is None else export_response(partial)

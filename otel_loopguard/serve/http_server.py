@@ -482,5 +482,5 @@ class OTLPHTTPServer:
             return 413, f"decompressed body is over the limit of {limit} bytes".encode()
         except InputError as exc:
             return 400, str(exc).encode()
-        warning = self.sink(spans, plain, content_type, peer)
-        return 200, success_body(content_type, warning)
+        partial = self.sink(spans, plain, content_type, peer)
+        return 200, success_body(content_type, partial)

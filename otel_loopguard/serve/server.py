@@ -54,7 +54,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, g
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.span import SpanRecord
-from ..conventions.unread import MAX_KEYS, NO_TOOL_CALLS, Unread, message
+from ..conventions.unread import INVALID_IDS, MAX_KEYS, NO_TOOL_CALLS, Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.escape import escaped
@@ -62,7 +62,7 @@ from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
 from .grpc_server import OTLPGrpcServer
-from .request import JSON
+from .request import JSON, PartialSuccess
 from .settings import (
     SETTING_NAMES,
     BearerToken,
@@ -177,6 +177,7 @@ class Server:
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
         self._unread_logged: set[bytes] = set()
+        self._zero_ids_logged = False
         self._unread_lock = threading.Lock()
         # Causes of finished traces not told to their senders yet, by sender.
         self._pending: dict[str, list[Unread]] = {}
@@ -341,14 +342,31 @@ class Server:
             return []
         return [Observation(self._table.stats().duplicate_spans)]
 
-    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> str | None:
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> PartialSuccess | None:
+        spans, rejected = self._valid_ids(spans)
         warning = self.ingest(spans, peer)
         if self._forward is not None:
             try:
                 self._forward(body, content_type)
             except Exception as exc:  # noqa: BLE001 - forwarding is best effort; judging already happened
                 _logger.warning("otel-loopguard serve: forwarding failed: %s", escaped(str(exc), _MAX_WARNING))
-        return warning
+        if not rejected:
+            return None if warning is None else PartialSuccess(0, warning)
+        message = f"{rejected} span(s) rejected: an all-zero trace id or span id is invalid in OTLP"
+        return PartialSuccess(rejected, escaped(f"{message}; {warning}" if warning else message, _MAX_WARNING))
+
+    def _valid_ids(self, spans: list[SpanRecord]) -> tuple[list[SpanRecord], int]:
+        """The spans with a trace id and a span id (all-zero ids are invalid: the span belongs to no trace, and
+        cannot be told from another), and how many were rejected (counted, logged once per server)."""
+        valid = [span for span in spans if span.trace_id and span.span_id]
+        rejected = len(spans) - len(valid)
+        if rejected:
+            self._emitter.unread(INVALID_IDS, rejected)
+            if not self._zero_ids_logged:
+                self._zero_ids_logged = True
+                _logger.warning("otel-loopguard serve: rejected span(s) with an all-zero trace id or span id (counted "
+                                "in loopguard.spans.unread{reason=%s}); fix the sender's id generator", INVALID_IDS)
+        return (valid if rejected else spans), rejected
 
     def _log_unread(self, cause: Unread) -> None:
         # Each cause (reason and keys) is logged once per server, remembered by a 16-byte digest: the keys are
@@ -522,6 +540,27 @@ def command_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Se
     )
 
 
+def _shut_down(server: Server, forwarder: Forwarder | None, providers: tuple[Any, ...], timeout: float) -> bool:
+    """Stop the receivers, judge open traces and flush the providers, on a thread, for at most ``timeout`` seconds
+    (a hung backend must not keep a stopped server alive); True when all of it finished in time."""
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            server.stop(drain=True)
+            if forwarder is not None:
+                forwarder.close()
+            for provider in providers:
+                provider.shutdown()
+        except Exception as exc:  # noqa: BLE001 - said, and the shutdown goes on to exit
+            _logger.warning("otel-loopguard serve: shutdown failed: %s", escaped(str(exc), _MAX_WARNING))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="otel-loopguard-shutdown", daemon=True).start()
+    return done.wait(timeout)
+
+
 def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
     """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0.
 
@@ -583,14 +622,18 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
         while not stop.wait(1.0):
             pass
     finally:
-        server.stop(drain=True)
-        if forwarder is not None:
-            forwarder.close()
-        logger_provider.shutdown()
-        meter_provider.shutdown()
+        finished = _shut_down(server, forwarder, (logger_provider, meter_provider), settings.shutdown_timeout)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     stats = server.stats()
+    if not finished:
+        print(f"otel-loopguard serve: stopped after {stats.spans} spans, {stats.finished_traces} traces; shutdown "
+              f"did not finish within {settings.shutdown_timeout:g} s (--shutdown-timeout): verdict events, metrics "
+              "and forwarded requests not sent by then were dropped", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Threads still blocked on the backend (exporters, forwarding) would hold the interpreter's exit. The status
+        # stays 0: the server stopped as asked; the line above says what was lost.
+        os._exit(0)
     print(f"otel-loopguard serve: stopped after {stats.spans} spans, {stats.finished_traces} traces",
           file=sys.stderr, flush=True)
     return 0

@@ -212,6 +212,8 @@ class ServeSettings:
         grpc_max_concurrent_streams: streams per gRPC connection.
         grpc_max_concurrent_rpcs: gRPC calls in progress before new ones get ``RESOURCE_EXHAUSTED``.
         grpc_max_connection_age: seconds after which a gRPC connection is asked to reconnect (None: never).
+        shutdown_timeout: seconds SIGTERM or SIGINT waits for open traces to be judged and their events, metrics
+            and forwarded requests to leave; what is still pending then is dropped (and said so).
         tls: certificate, key and client CA; None for plain TCP.
         bearer_token: the token every request must carry; None for no authentication.
     """
@@ -226,6 +228,7 @@ class ServeSettings:
     grpc_max_concurrent_streams: int = 100
     grpc_max_concurrent_rpcs: int = 64
     grpc_max_connection_age: float | None = None
+    shutdown_timeout: float = 5.0
     tls: TLSFiles | None = None
     bearer_token: BearerToken | None = field(default=None, repr=False)
 
@@ -239,7 +242,7 @@ class ServeSettings:
                 isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int)
                 or self.max_connections <= 0):
             raise ConfigError(f"max_connections must be a positive integer, got {self.max_connections!r}")
-        for name in ("header_timeout", "idle_timeout", "body_timeout", "grpc_max_connection_age"):
+        for name in ("header_timeout", "idle_timeout", "body_timeout", "grpc_max_connection_age", "shutdown_timeout"):
             value = getattr(self, name)
             if value is None and name == "grpc_max_connection_age":
                 continue
