@@ -131,6 +131,7 @@ class VerdictEvent:
         timestamp_ns: when it happened (the span's end).
         provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
             again, exactly, when it finishes.
+        tenant: ``serve`` with tenants: the tenant whose token sent the trace (None without tenants).
     """
 
     trace_id: int
@@ -145,6 +146,7 @@ class VerdictEvent:
     steps: int
     timestamp_ns: int | None
     provisional: bool = False
+    tenant: str | None = None
 
 
 def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:
@@ -180,6 +182,8 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         attrs[n.GEN_AI_CONVERSATION_ID] = bounded_name(event.conversation)
     if event.provisional:
         attrs[n.LOOPGUARD_PROVISIONAL] = True
+    if event.tenant:
+        attrs[n.LOOPGUARD_TENANT] = event.tenant
     return attrs
 
 

@@ -41,9 +41,9 @@ class PartialSuccess(msgspec.Struct, frozen=True):
     message: str
 
 
-# Called with the decoded spans, the raw (decompressed) body and its content type (for forwarding), and the sender's
-# host; returns None, or the response's partial_success.
-Sink = Callable[[list[SpanRecord], bytes, str, str], "PartialSuccess | None"]
+# Called with the decoded spans, the raw (decompressed) body and its content type (for forwarding), the sender's
+# host and its tenant ("" without tenants); returns None, or the response's partial_success.
+Sink = Callable[[list[SpanRecord], bytes, str, str, str], "PartialSuccess | None"]
 
 
 def peer_host(peer: str) -> str:

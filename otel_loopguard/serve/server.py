@@ -296,12 +296,13 @@ class Server:
         events, finished = self._table.finish_all()
         self._publish(events, finished)
 
-    def ingest(self, spans: list[SpanRecord], peer: str = "") -> str | None:
+    def ingest(self, spans: list[SpanRecord], peer: str = "", tenant: str = "") -> str | None:
         """Judge decoded spans as if they arrived in one request (what the receivers call).
 
         Args:
             spans: the request's spans.
             peer: the sender (its host, as the receivers name it).
+            tenant: the tenant its bearer token names ("" without tenants): traces are keyed by (tenant, trace id).
 
         Returns:
             None, or the warning for the OTLP ``partial_success`` of the response (``rejected_spans`` 0): why some
@@ -309,7 +310,7 @@ class Server:
             since its last answer, had none, naming the attribute keys seen.
         """
         unread: list[Unread] = []
-        events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer)
+        events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer, tenant)
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
             # A finished trace reopened by late spans comes back with its verdict, a new one as working.
@@ -342,9 +343,10 @@ class Server:
             return []
         return [Observation(self._table.stats().duplicate_spans)]
 
-    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> PartialSuccess | None:
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str,
+                 tenant: str = "") -> PartialSuccess | None:
         spans, rejected = self._valid_ids(spans)
-        warning = self.ingest(spans, peer)
+        warning = self.ingest(spans, peer, tenant)
         if self._forward is not None:
             try:
                 self._forward(body, content_type)
