@@ -48,8 +48,9 @@ def register(commands: Any) -> None:
     security.add_argument("--tls-client-ca", metavar="FILE",
                           help="require client certificates signed by this CA (PEM): mutual TLS")
     security.add_argument("--bearer-token-file", metavar="FILE",
-                          help="require 'Authorization: Bearer <token>' with the token on this file's first line "
-                               "(HTTP 401 / gRPC UNAUTHENTICATED otherwise)")
+                          help="require 'Authorization: Bearer <token>' with a token of this file: one per line, "
+                               "TOKEN or TENANT TOKEN; with tenants, traces are kept apart per tenant (HTTP 401 / "
+                               "gRPC UNAUTHENTICATED otherwise)")
     limits = serve.add_argument_group("limits (both receivers unless named)")
     limits.add_argument("--max-body", type=int, metavar="BYTES",
                         help="largest request, before and after gzip (default 16777216)")
