@@ -259,28 +259,9 @@ class _Agent:
 
 
 class _Trace:
-    __slots__ = (
-        "agent_ids",
-        "agents",
-        "changed",
-        "context",
-        "has_tools",
-        "judge",
-        "kept",
-        "key",
-        "last_seen",
-        "last_step",
-        "lock",
-        "max_end_ns",
-        "peers",
-        "status",
-        "tenant",
-        "tool_ends",
-        "trace_id",
-        "tracked",
-        "turns",
-        "unread",
-    )
+    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "key", "last_seen",
+                 "last_step", "lock", "max_end_ns", "peers", "status", "tenant", "tool_ends", "trace_id", "tracked",
+                 "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         self.trace_id = trace_id
