@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import VERSION
+from ..core.escape import escaped
 from ..errors import ConfigError, InputError, LoopGuardError
 from . import audit, calibrate, demo, report, serve
 from .options import EXIT_ERROR, EXIT_FOUND, EXIT_OK
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = args.handler(args)
         return status
     except (ConfigError, InputError, LoopGuardError) as exc:
-        print(f"otel-loopguard: error: {exc}", file=sys.stderr)
+        print(f"otel-loopguard: error: {escaped(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

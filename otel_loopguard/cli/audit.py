@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
+from ..core.escape import escaped
 from ..core.judge import TraceReport, replay_calls
 from ..core.model import VERDICT_KINDS
 from ..core.steps import is_steps_document, load_steps, parse_steps
@@ -29,10 +30,11 @@ from .options import (
     ErrorLine,
     StatusLine,
     detector_options,
+    encodable_writer,
     input_options,
+    json_line,
     load_config,
     painter,
-    printable,
 )
 
 # The example traces shipped in the wheel, found from the installed package (not from a checkout).
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     options = AuditOptions(at=args.at, on_error=on_error, max_buffer_bytes=args.max_buffer_mb << 20,
                            max_input_bytes=args.max_input_bytes or None)
     color = sys.stdout.isatty() and not args.json
-    write = _escaping_writer(sys.stdout)
+    write = encodable_writer(sys.stdout)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
     # The cyclic garbage collector stays paused for the whole command, not only while traces are collected and
     # judged (see TraceCollector): re-enabled in between, its first pass walked every object held so far, once
@@ -186,8 +188,7 @@ def _steps_document(opened: Input) -> Any:
         # Strict UTF-8 (json.loads of bytes would let lone surrogates through).
         return json.loads(opened.stream.read().decode("utf-8"))
     except InputTooLarge as exc:
-        raise InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)",
-                         source=opened.name) from None
+        raise exc.input_error(opened.name) from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"not valid JSON: {exc}", source=opened.name) from None
 
@@ -262,21 +263,11 @@ def audit_paths(
             yield InputError("out of memory while reading it (try --max-input-bytes or --max-buffer-mb)",
                              source=name)
         except InputTooLarge as exc:
-            yield InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)", source=name)
+            yield exc.input_error(name)
         except OSError as exc:
             yield InputError(f"cannot read: {exc.strerror or exc}", source=name)
     if collector is not None:
         yield from collector.finish()
-
-
-def _escaping_writer(out: IO[str]) -> Callable[[str], object]:
-    """``out.write`` that backslash-escapes what ``out`` cannot encode instead of raising half-way through."""
-    encoding = getattr(out, "encoding", None)
-    if not encoding:
-        return out.write
-    # Tool names may hold lone surrogates (JSON "\\ud800" escapes) and file names undecodable bytes; a terminal
-    # may not show every character.
-    return lambda text: out.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
 # Worst first: the verdict a headline names besides the final one.
@@ -375,7 +366,7 @@ def format_report(report: TraceReport, color: bool = False) -> str:
     its call, numbered from 1 as ``loopguard.steps`` counts them.
     """
     paint = painter(color)
-    name = printable(report.source + (f" trace {report.trace_id}" if report.trace_id else ""))
+    name = escaped(report.source + (f" trace {report.trace_id}" if report.trace_id else ""))
     head = headline(report)
     kind = report.verdict.kind
     lines = [f"{name}: {paint(kind)}{head[len(kind):]}"]
@@ -383,27 +374,27 @@ def format_report(report: TraceReport, color: bool = False) -> str:
     if cost is not None:
         unpriced = ""
         if cost.unpriced_tokens:
-            models = printable(", ".join(sorted(cost.unpriced_models)))
+            models = escaped(", ".join(sorted(cost.unpriced_models)))
             unpriced = f"{cost.unpriced_tokens} tokens of models without a price ({models})"
         if cost.unpriced_tokens and not cost.usd:
             lines.append(f"  cost: unknown: {unpriced}")
         else:
             lines.append(f"  cost: ${cost.usd:.4f}" + (f", plus {unpriced}" if unpriced else ""))
-    lines.append(f"  step audit: {printable(_step_audit_text(report))}")
+    lines.append(f"  step audit: {escaped(_step_audit_text(report))}")
     timeline: list[tuple[int, int, str]] = []
     for t in report.transitions:
         period = f", period {t.verdict.period}" if t.verdict.kind == "stuck" and t.verdict.period else ""
         timeline.append((t.step, 0, f"  call {t.step + 1}: {t.previous} -> {paint(t.verdict.kind)} "
                                     f"(rule {t.verdict.rule}{period})"))
     for i in report.interventions:
-        timeline.append((i.step, 1, f"  call {i.step + 1}: {paint(i.action)}: {printable(i.message)}"))
+        timeline.append((i.step, 1, f"  call {i.step + 1}: {paint(i.action)}: {escaped(i.message)}"))
     timeline.sort(key=lambda item: item[:2])
     lines.extend(text for _, _, text in timeline)
     # Why spans that look like an agent's could not be read (keys and documentation page; no attribute values).
-    lines.extend(f"  unread: {printable(unread['message'])}" for unread in report.unread)
+    lines.extend(f"  unread: {escaped(unread['message'])}" for unread in report.unread)
     return "\n".join(lines) + "\n"
 
 
 def report_json(report: TraceReport) -> str:
     """One line of ``audit --json`` output (``json.dumps(report.as_dict())``: ASCII, so any byte is escaped)."""
-    return json.dumps(report.as_dict())
+    return json_line(report.as_dict())

@@ -33,10 +33,11 @@ from ..core.calibrate import (
     read_calibrate_table,
 )
 from ..core.config import LoopGuardConfig, read_config_toml
+from ..core.escape import escaped
 from ..core.judge import Step
 from ..core.steps import load_steps
 from ..errors import ConfigError, InputError
-from .options import EXIT_ERROR, EXIT_OK, ErrorLine, StatusLine, expand_paths
+from .options import EXIT_ERROR, EXIT_OK, ErrorLine, EscapedLines, StatusLine, expand_paths, json_line
 
 __all__ = ["LabelRules", "read_manifest", "read_traces", "register", "run"]
 
@@ -447,7 +448,8 @@ def run(args: argparse.Namespace) -> int:
     known_tools = {s.call.tool for t in reading.traces for s in t.steps if s.call is not None}
     for tool in grid.tools():
         if tool not in known_tools:
-            print(f"otel-loopguard: warning: the grid names tool {tool!r}, which no trace calls", file=sys.stderr)
+            print(f"otel-loopguard: warning: the grid names tool {escaped(repr(tool))}, which no trace calls",
+                  file=sys.stderr)
 
     written = None
     if args.write and result.recommendation is not None:
@@ -464,7 +466,7 @@ def run(args: argparse.Namespace) -> int:
 
         plot(result, plot_to)
 
-    out = sys.stdout
+    out: Any = sys.stdout
     if args.json:
         doc = result.as_dict()
         doc["labels"] = {"by_source": reading.by_source, "overridden": reading.overridden,
@@ -474,8 +476,10 @@ def run(args: argparse.Namespace) -> int:
         doc["jobs"] = jobs
         doc["written"] = written
         doc["plot"] = plot_to
-        out.write(json.dumps(doc) + "\n")
+        out.write(json_line(doc) + "\n")
     else:
+        # Tool names, trace names and file names from the input appear all over the text: escape every line.
+        out = EscapedLines(out)
         format_calibration(result, reading, out, top=args.top, seconds=swept, jobs=jobs)
         if written:
             out.write(f"wrote the recommended configuration to {written}\n")

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from ..core.escape import escaped
+
 _EXAMPLES = """examples:
   otel-loopguard demo
   otel-loopguard demo --out demo.json && otel-loopguard audit demo.json
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         # Before the demo runs: a path that cannot be written fails now, not after the whole demo.
         error = writable_path(args.out)
         if error is not None:
-            print(f"otel-loopguard: error: --out {args.out}: {error}", file=sys.stderr)
+            print(f"otel-loopguard: error: {escaped(f'--out {args.out}: {error}')}", file=sys.stderr)
             return 2
     color = sys.stdout.isatty() and not args.no_color and not os.environ.get("NO_COLOR")
     run_demo(out=args.out, color=color, variant=args.variant)
@@ -68,4 +70,18 @@ def writable_path(path: str) -> str | None:
         return f"no such directory: {folder}"
     if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         return "permission denied"
+    return _probe(path)
+
+
+def _probe(path: str) -> str | None:
+    """Open ``path`` for appending (nothing truncated) and close it: some files refuse writing only when opened
+    (``/proc`` files, for root whom :func:`os.access` always allows). A file the probe created is removed."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        return f"cannot write: {exc.strerror or exc}"
+    if not existed:
+        os.remove(path)
     return None

@@ -40,7 +40,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from ..conventions import names as n
 from ..core.config import LoopGuardConfig, config_values
 from ..core.model import Intervention
-from ..errors import LoopStopped
+from ..errors import ConfigError, LoopStopped
 from ..harness import with_nudge
 from ..sdk.emit import VerdictEvent
 from ..sdk.otlp_write import write_otlp_json
@@ -529,13 +529,22 @@ def run_demo(
     spans = tuple(memory.get_finished_spans())
     _summary(results, stream, paint)
     if out is not None:
-        write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
+        _write_spans(spans, out)
         stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n"
                      f"(add --config {DEMO_CONFIG_PATH} for the demo's prices, costs and cost stop)\n")
     if exporters is not None:
         stream.write(f"\nexported spans, verdict events and metrics to {env['OTEL_EXPORTER_OTLP_ENDPOINT']}\n")
     stream.flush()
     return DemoResult(tuple(results), spans, config)
+
+
+def _write_spans(spans: tuple[Any, ...], out: str) -> None:
+    """Write the demo's spans to ``--out``; a failure is one error line (a full disk, a file size limit: a checked
+    path can still fail to take the data)."""
+    try:
+        write_otlp_json(spans, out, lines=out.endswith(".jsonl"))
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
 
 
 def _summary(results: list[ScenarioResult], out: IO[str], paint: _Palette) -> None:

@@ -4,19 +4,23 @@ lines, colours, a progress line."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from ..core.config import LoopGuardConfig
-from ..core.text import printable as printable  # re-exported: the commands import it from here
+from ..core.escape import escaped
 from ..errors import InputError
 from ..otlp.read import STDIN
 
-EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 T = TypeVar("T")
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: What ``audit`` and ``report`` hold at most while reading their inputs (MiB, ``--max-buffer-mb``).
 DEFAULT_BUFFER_MB = 1024
@@ -37,7 +41,7 @@ _DETECTOR_FLAGS = (
 
 def detector_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--config`` and the detector flags that override the configuration."""
-    parser.add_argument("--config", metavar="FILE.toml", help="configuration file (see docs/configuration.md)")
+    parser.add_argument("--config", metavar="FILE.toml", help="configuration file (see README, Configuration)")
     for flag, kind, text in _DETECTOR_FLAGS:
         parser.add_argument(f"--{flag}", type=kind, metavar="N", help=text)
     parser.add_argument("--max-cost", type=float, metavar="USD", dest="max_cost_usd", help="cost budget per trace")
@@ -67,10 +71,13 @@ def load_config(args: argparse.Namespace) -> LoopGuardConfig:
     return LoopGuardConfig.load(getattr(args, "config", None), **overrides)
 
 
-def expand_paths(paths: Iterable[str]) -> Iterator[str]:
-    """Each path, a directory replaced by its files (sorted, recursively; hidden files and directories skipped).
+def expand_paths(paths: Iterable[str], err: IO[str] | None = None) -> Iterator[str]:
+    """Each path, a directory replaced by its regular files (sorted, recursively; hidden files and directories
+    skipped).
 
-    ``-`` (standard input) stays itself even when a directory of that name exists.
+    ``-`` (standard input) stays itself even when a directory of that name exists. A FIFO, socket or device found
+    in a directory is skipped with a note on ``err`` (default ``sys.stderr``): opening a FIFO nobody writes to
+    blocks forever. Named on the command line, it is read as given.
     """
     for path in paths:
         if path != STDIN and os.path.isdir(path):
@@ -78,15 +85,56 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str]:
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     if not name.startswith("."):
-                        yield os.path.join(root, name)
+                        yield from _regular(os.path.join(root, name), err)
         else:
             yield path
+
+
+def _regular(path: str, err: IO[str] | None) -> Iterator[str]:
+    """``path`` if it is a regular file (or cannot be examined: its reader then says why); else a note."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        yield path
+        return
+    if stat.S_ISREG(mode):
+        yield path
+        return
+    (err if err is not None else sys.stderr).write(
+        f"otel-loopguard: note: {escaped(path)}: not a regular file (a FIFO, socket or device), skipped; "
+        "name it on the command line to read it\n")
+
+
+def json_line(doc: dict[str, Any]) -> str:
+    """``doc`` as one line of JSON, every non-finite number (NaN, Infinity: not JSON) written as ``null`` and the
+    keys so replaced listed under ``"not_finite"`` (a note, so that a reader knows the null is not "none")."""
+    try:
+        return json.dumps(doc, allow_nan=False)
+    except ValueError:
+        pass
+    replaced: list[str] = []
+    cleaned = _finite(doc, "", replaced)
+    cleaned["not_finite"] = replaced
+    return json.dumps(cleaned, allow_nan=False)
+
+
+def _finite(value: Any, path: str, replaced: list[str]) -> Any:
+    """``value`` with non-finite floats as None, their dotted paths appended to ``replaced``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        replaced.append(path)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{path}.{k}" if path else str(k), replaced) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{path}[{i}]", replaced) for i, v in enumerate(value)]
+    return value
 
 
 def write_error(exc: InputError, err: IO[str] | None = None) -> None:
     """Print an input error as one line (to the current ``sys.stderr`` unless ``err`` is given)."""
     # Looked up at call time: a default bound at import would keep writing to a replaced (maybe closed) stream.
-    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {exc}\n")
+    # The message quotes file names and span data: one escaped line whatever they hold.
+    (err if err is not None else sys.stderr).write(f"otel-loopguard: error: {escaped(str(exc))}\n")
 
 
 class ErrorLine:
@@ -99,6 +147,16 @@ class ErrorLine:
     def __call__(self, exc: InputError) -> None:
         self.failed = True
         write_error(exc)
+
+
+def encodable_writer(out: IO[str]) -> Callable[[str], object]:
+    """``out.write`` that backslash-escapes what ``out`` cannot encode instead of raising half-way through."""
+    encoding = getattr(out, "encoding", None)
+    if not encoding:
+        return out.write
+    # Tool names may hold lone surrogates (JSON "\\ud800" escapes) and file names undecodable bytes; a terminal
+    # may not show every character.
+    return lambda text: out.write(text.encode(encoding, "backslashreplace").decode(encoding))
 
 
 class EmptyInput:
@@ -133,6 +191,22 @@ class EmptyInput:
         """``NAME: no spans in this file`` when the input held none and no error was reported for it, else None."""
         # Named like every input error (FILE: what), so that the file leads the line.
         return None if self._seen or self._failed else InputError("no spans in this file", source=self.name)
+
+
+class EscapedLines:
+    """A text stream for output made of input strings and plain words only (no colours): each line written passes
+    :func:`~otel_loopguard.core.escape.escaped`, newlines kept, so no tool name or file name can drive the
+    terminal wherever the command happens to quote it."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self._out = out
+        self._write = encodable_writer(out)
+
+    def write(self, text: str) -> None:
+        self._write("\n".join(escaped(line) for line in text.split("\n")))
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 COLORS = {"stuck": "31", "stop": "31;1", "nudge": "33", "uncertain": "35", "retrying": "36", "waiting": "34",

@@ -17,6 +17,7 @@ from ..conventions.span import SpanRecord
 from ..conventions.traces import TraceCollector
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
+from ..core.escape import escaped
 from ..core.judge import TraceReport
 from ..core.model import STUCK
 from ..errors import InputError
@@ -32,8 +33,8 @@ from .options import (
     detector_options,
     expand_paths,
     input_options,
+    json_line,
     load_config,
-    printable,
 )
 
 __all__ = ["NO_GROUP", "GroupStats", "ReportBuilder", "group_reports", "register", "run", "run_report"]
@@ -237,7 +238,7 @@ def _percent(part: float) -> str:
 
 def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None:
     """Print the groups as an aligned table."""
-    headers = [printable(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
+    headers = [escaped(attribute), "traces", "calls/trace", "stuck", "nudged", "stopped", "tool errors"]
     priced = any(g.cost_usd is not None for g in groups)
     if priced:
         headers.append("cost/trace")
@@ -247,7 +248,7 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
                _percent(g._share(g.nudged)), _percent(g._share(g.stopped)), _percent(g.error_rate)]
         if priced:
             row.append(f"${g.cost_per_trace or 0.0:.4f}" + ("*" if g.unpriced_tokens else ""))
-        rows.append([printable(cell) for cell in row])
+        rows.append([escaped(cell) for cell in row])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     for line in [headers, *rows]:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
@@ -293,7 +294,7 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         return _print_comparison(groups, compare, attribute, as_json, out, on_error.failed)
     if as_json:
         for g in groups:
-            out.write(json.dumps(g.as_dict(attribute)) + "\n")
+            out.write(json_line(g.as_dict(attribute)) + "\n")
     elif groups:
         format_table(groups, attribute, out)
     else:
@@ -308,8 +309,8 @@ def _print_comparison(groups: list[GroupStats], compare: list[str], attribute: s
     by_name = {g.group: g for g in groups}
     missing = [name for name in compare if name not in by_name]
     if missing:
-        sys.stderr.write(f"otel-loopguard: error: report --compare: no trace has {printable(attribute)} = "
-                         f"{printable(missing[0])} (values seen: {printable(', '.join(by_name) or 'none')})\n")
+        sys.stderr.write(f"otel-loopguard: error: report --compare: no trace has {escaped(attribute)} = "
+                         f"{escaped(missing[0])} (values seen: {escaped(', '.join(by_name) or 'none')})\n")
         return EXIT_ERROR
     a, b = compare
     changes = compare_groups(by_name[a], by_name[b])
@@ -317,6 +318,6 @@ def _print_comparison(groups: list[GroupStats], compare: list[str], attribute: s
         for change in changes:
             out.write(json.dumps({"attribute": attribute, "a": a, "b": b, **change.as_dict()}) + "\n")
     else:
-        format_changes(changes, printable(a), printable(b), out)
+        format_changes(changes, escaped(a), escaped(b), out)
     out.flush()
     return EXIT_ERROR if failed else EXIT_OK

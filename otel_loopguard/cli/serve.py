@@ -57,8 +57,9 @@ def register(commands: Any) -> None:
     security.add_argument("--tls-client-ca", metavar="FILE",
                           help="require client certificates signed by this CA (PEM): mutual TLS")
     security.add_argument("--bearer-token-file", metavar="FILE",
-                          help="require 'Authorization: Bearer <token>' with the token on this file's first line "
-                               "(HTTP 401 / gRPC UNAUTHENTICATED otherwise)")
+                          help="require 'Authorization: Bearer <token>' with a token of this file: one per line, "
+                               "TOKEN or TENANT TOKEN; with tenants, traces are kept apart per tenant (HTTP 401 / "
+                               "gRPC UNAUTHENTICATED otherwise)")
     limits = serve.add_argument_group("limits (both receivers unless named)")
     limits.add_argument("--max-body", type=int, metavar="BYTES",
                         help="largest request, before and after gzip (default 16777216)")
@@ -80,6 +81,9 @@ def register(commands: Any) -> None:
                         help="gRPC calls in progress before RESOURCE_EXHAUSTED (default 64)")
     limits.add_argument("--grpc-max-connection-age", type=float, metavar="SECONDS",
                         help="ask gRPC clients to reconnect after this long (default: never)")
+    limits.add_argument("--shutdown-timeout", type=float, metavar="SECONDS",
+                        help="on SIGTERM/SIGINT, the longest wait for open traces to be judged and their events "
+                             "and metrics to be sent; what is still pending then is dropped and said so (default 5)")
     detector_options(serve)
     serve.set_defaults(handler=run)
 

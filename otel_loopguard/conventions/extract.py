@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from ..core.cache import BoundedCache
+from ..core.cache import BoundedCache, small
 from ..core.config import DEFAULT_REDACTED_VALUES, LoopGuardConfig, RedactedValue
-from ..core.cost import Usage
+from ..core.cost import MAX_TOKENS, Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
 from .envelopes import ENVELOPES, Envelope
@@ -257,8 +257,9 @@ class _Table:
         keys = tuple(attrs)
         plan = self._plans.get(keys)
         if plan is None:
-            plan = self._plans.put(keys, _Plan(tuple(k for k in self._compared if k in attrs),
-                                               not self.markers.isdisjoint(keys)))
+            plan = _Plan(tuple(k for k in self._compared if k in attrs), not self.markers.isdisjoint(keys))
+            if small(keys):  # a huge key set is classified each time rather than kept
+                self._plans.put(keys, plan)
         values = plan.values(attrs)
         try:
             known = plan.hits.get(values)
@@ -400,13 +401,14 @@ def is_mcp_client(attrs: Mapping[str, Any]) -> bool:
 
 
 def _int(value: Any) -> int:
+    """A token count, bounded to ``0..MAX_TOKENS`` (unreadable: 0)."""
     # Counts are ints or absent; int(None) would cost a raised and caught TypeError per missing count.
-    if value.__class__ is int:
+    if value.__class__ is int and 0 <= value <= MAX_TOKENS:
         return value
     if value is None:
         return 0
     try:
-        return int(value)
+        return min(max(int(value), 0), MAX_TOKENS)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float token count
         return 0
 

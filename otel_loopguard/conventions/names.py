@@ -176,6 +176,8 @@ LOOPGUARD_MESSAGE = "loopguard.message"
 LOOPGUARD_COST_USD = "loopguard.cost.usd"
 #: On a ``serve`` event decided while the trace's spans arrived out of start order (judged again at its finish).
 LOOPGUARD_PROVISIONAL = "loopguard.provisional"
+#: On a ``serve`` event when the bearer token file names tenants: the tenant whose token sent the trace.
+LOOPGUARD_TENANT = "loopguard.tenant"
 
 # Metric names (final) and their units.
 METRIC_VERDICTS = "loopguard.verdicts"

@@ -23,7 +23,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from ..core.cache import BoundedCache
+from ..core.cache import BoundedCache, small
+from ..core.escape import escaped
 from . import names as n
 from .model_calls import tool_activity
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
@@ -31,6 +32,7 @@ from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 __all__ = [
     "CALLS_WITHOUT_CONTENT",
     "CONVENTIONS_PAGE",
+    "INVALID_IDS",
     "NO_TOOL_CALLS",
     "TRACE_CAUSES",
     "UNKNOWN_ATTRIBUTES",
@@ -47,9 +49,14 @@ TRACE_CAUSES = frozenset({NO_TOOL_CALLS, CALLS_WITHOUT_CONTENT})
 UNKNOWN_ATTRIBUTES = "unknown_attributes"
 #: Where the documentation explains what is read and how to make the rest readable.
 CONVENTIONS_PAGE = "the documentation page 'Conventions read' (docs/conventions.md)"
+#: ``serve`` only: spans rejected for an all-zero trace id or span id (OTLP ``partial_success.rejected_spans``).
+INVALID_IDS = "invalid_ids"
 
 #: Attribute keys named in a note at most (the rest are counted).
 MAX_KEYS = 12
+#: Characters of one attribute key named in a note at most: a sender chooses its keys, and a note is kept, logged
+#: and answered (a 1 MB key would otherwise be held and logged whole).
+MAX_KEY_CHARS = 128
 
 # The last word(s) of an attribute key that holds a call's content (arguments, result) rather than metadata.
 _CONTENT_WORDS = frozenset({
@@ -95,15 +102,20 @@ def unknown_content_keys(attrs: Mapping[str, Any], events: Iterable[tuple[str, M
                          known: frozenset[str] = KNOWN_KEYS) -> tuple[str, ...]:
     """Attribute keys (``event/key`` for span-event attributes) that look like a call's content and that no
     convention reads, sorted."""
-    out = {k for k in attrs if k not in known and _content_like(k)}
+    out = {_key(k) for k in attrs if k not in known and _content_like(k)}
     for name, event_attrs in events:
         if name == n.EVENT_EXCEPTION:
             continue
         for key in event_attrs:
             full = f"{name}/{key}"
             if full not in known and _content_like(key):
-                out.add(full)
+                out.add(_key(full))
     return tuple(sorted(out))
+
+
+def _key(key: str) -> str:
+    """A key as a note names it: escaped and at most :data:`MAX_KEY_CHARS` characters."""
+    return escaped(key, MAX_KEY_CHARS)
 
 
 class Unread(NamedTuple):
@@ -199,7 +211,9 @@ class UnreadTrace:
             keys = tuple(attrs)
             genai = _GENAI_KEYS.get(keys)
             if genai is None:
-                genai = _GENAI_KEYS.put(keys, frozenset(k for k in keys if k.startswith(n.GENAI_KEY_PREFIXES)))
+                genai = frozenset(_key(k) for k in keys if k.startswith(n.GENAI_KEY_PREFIXES))
+                if small(keys):
+                    _GENAI_KEYS.put(keys, genai)
             # The spans of one instrumentation have the same keys: the second and later add nothing.
             if genai is not self._last_keys:
                 self._last_keys = genai

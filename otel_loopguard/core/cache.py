@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["BoundedCache"]
+__all__ = ["MAX_KEY_CHARS", "BoundedCache", "small"]
+
+#: The most characters of strings a cache key built from span data may hold: entries are bounded in number, and a
+#: sender choosing 1 MB attribute keys would otherwise make 1 024 entries hold a gigabyte.
+MAX_KEY_CHARS = 4096
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -41,3 +45,8 @@ class BoundedCache(dict[K, V]):
             self.clear()
         self[key] = value
         return value
+
+
+def small(strings: tuple[str, ...]) -> bool:
+    """Whether a key made of ``strings`` is small enough to be cached (:data:`MAX_KEY_CHARS` characters in all)."""
+    return sum(map(len, strings)) <= MAX_KEY_CHARS

@@ -13,6 +13,7 @@ fields of their classes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import logging
@@ -21,6 +22,7 @@ import os
 import re
 import secrets
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -340,9 +342,12 @@ class LeasePolicy:
 
     Args:
         max_renewals: how many times a lease may be extended before it stops explaining repetition.
+        max_seconds: the furthest a lease's deadline counts after the call that declares or renews it; a later
+            deadline is cut to it, so a deadline of 1e308 cannot keep a loop waiting for ever.
     """
 
     max_renewals: int = _setting(3, check=_non_negative_int)
+    max_seconds: float = _setting(3600.0, check=_positive)
 
     def __post_init__(self) -> None:
         _check_fields(self, "lease.")
@@ -520,6 +525,20 @@ class LoopGuardConfig:
                 raise ConfigError(f"tools.{tool}.frequency_limit ({settings.frequency_limit}) cannot exceed window "
                                   f"({self.window})")
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickled as its settings, rebuilt through the constructor; never with the signature key (a pickle is
+        stored or sent: the unpickling process uses its own key unless it sets one)."""
+        return _rebuilt, ({f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                           if f.name != "signature_key"},)
+
+    def __copy__(self) -> LoopGuardConfig:
+        return dataclasses.replace(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LoopGuardConfig:
+        # Within the process, a copy keeps the signature key (the pickle route would drop it).
+        settings = {f.name: copy.deepcopy(_plain(getattr(self, f.name)), memo) for f in dataclasses.fields(self)}
+        return type(self)(**settings)
+
     @property
     def digest_key(self) -> bytes:
         """The HMAC key for emitted digests (the configured one, else this process's random key)."""
@@ -593,6 +612,41 @@ class LoopGuardConfig:
 # A per-process key means digests are comparable within one process only;
 # users who correlate across processes set signature_key.
 _PROCESS_KEY = secrets.token_bytes(32)
+
+# The signature keys of live configurations, by id: kept out of the instance's __dict__ so that vars(), a pickle
+# or a debugger's dump of a configuration never shows it. An entry leaves with its configuration (weakref.finalize).
+_SIGNATURE_KEYS: dict[int, bytes] = {}
+
+
+def _get_signature_key(config: LoopGuardConfig) -> bytes | None:
+    return _SIGNATURE_KEYS.get(id(config))
+
+
+def _set_signature_key(config: LoopGuardConfig, value: bytes | None) -> None:
+    key = id(config)
+    if value is None:
+        _SIGNATURE_KEYS.pop(key, None)
+        return
+    if key not in _SIGNATURE_KEYS:
+        weakref.finalize(config, _SIGNATURE_KEYS.pop, key, None)
+    _SIGNATURE_KEYS[key] = value
+
+
+# The dataclass keeps the field (constructor argument, equality, replace()); its storage is the table above. Set
+# once by the generated __init__ and by the field check, through object.__setattr__, which honours the property.
+LoopGuardConfig.signature_key = property(_get_signature_key, _set_signature_key)  # type: ignore[assignment]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with read-only mappings (at any depth) as plain dicts, for rebuilding through the constructor."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _rebuilt(settings: dict[str, Any]) -> LoopGuardConfig:
+    """A configuration from its pickled settings."""
+    return LoopGuardConfig(**settings)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(LoopGuardConfig)}
 

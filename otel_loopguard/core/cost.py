@@ -14,6 +14,11 @@ from msgspec import Struct
 
 from .config import Prices
 
+#: The largest token count read from one model call (a trillion): no real call comes near it, and a bound keeps a
+#: hostile or broken count (1e308) from making a trace's cost infinite. Larger counts are read as this one, so such
+#: a call still exceeds any cost budget.
+MAX_TOKENS = 10**12
+
 
 class Usage(Struct, frozen=True, gc=False):
     """Token counts of one model call.

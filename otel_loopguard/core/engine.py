@@ -166,7 +166,7 @@ class LoopEngine:
         self._frequency_add = self._frequency.add
         self._frequency_find = self._frequency.find
         self._retry = RetryDetector()
-        self._lease = LeaseDetector(cfg.lease.max_renewals)
+        self._lease = LeaseDetector(cfg.lease.max_renewals, cfg.lease.max_seconds)
         # The configured rungs, else nudge, review, stop when the caller handles reviews, else nudge, stop.
         rungs = cfg.interventions or (INTERVENTIONS if review else ("nudge", "stop"))
         self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps, rungs)

@@ -3,10 +3,11 @@
 A call may declare a lease: an owner (who the trace waits for: an approver, a job) and a deadline. While a lease
 names an owner, its deadline is ahead of the observation time and it was renewed (extended by the same owner) at
 most ``max_renewals`` times, repetition is waiting, not a loop. The lease ends when the trace moves on to another
-call than the one that took it.
+call than the one that took it. A deadline counts at most ``max_seconds`` after the call that took (or renewed) the
+lease: a sender's deadline of ``1e308`` would otherwise keep a loop ``waiting`` for ever.
 
 >>> from otel_loopguard.core.model import Lease
->>> detector, state = LeaseDetector(max_renewals=1), LeaseState()
+>>> detector, state = LeaseDetector(max_renewals=1, max_seconds=3600.0), LeaseState()
 >>> detector.update(state, Lease("approver", deadline=100.0), continues=False)
 >>> detector.holds(state, now=50.0), detector.holds(state, now=150.0)
 (True, False)
@@ -17,6 +18,8 @@ False
 
 from __future__ import annotations
 
+import math
+
 from .model import Lease
 from .window import Call
 
@@ -26,12 +29,14 @@ __all__ = ["LeaseDetector", "LeaseState"]
 class LeaseState:
     """One trace's lease: the lease held, the call that took it, and its renewals."""
 
-    __slots__ = ("call", "lease", "renewals")
+    __slots__ = ("call", "lease", "renewals", "until")
 
     def __init__(self) -> None:
         self.lease: Lease | None = None
         self.call: Call | None = None
         self.renewals = 0
+        #: The held lease's deadline, bounded by ``max_seconds`` after the call that took or renewed it.
+        self.until = -math.inf
 
 
 class LeaseDetector:
@@ -39,13 +44,14 @@ class LeaseDetector:
 
     Args:
         max_renewals: extensions after which a lease no longer explains repetition.
+        max_seconds: the longest a deadline may lie after the call that declares it (seconds).
     """
 
-    def __init__(self, max_renewals: int) -> None:
+    def __init__(self, max_renewals: int, max_seconds: float = math.inf) -> None:
         self._max_renewals = max_renewals
+        self._max_seconds = max_seconds
 
-    @staticmethod
-    def update(state: LeaseState, lease: Lease | None, *, continues: bool, call: Call | None = None) -> None:
+    def update(self, state: LeaseState, lease: Lease | None, *, continues: bool, call: Call | None = None) -> None:
         """Account for one call.
 
         Args:
@@ -61,12 +67,23 @@ class LeaseDetector:
                 if lease.deadline > held.deadline:
                     state.renewals += 1
                     state.lease = lease
+                    state.until = self._bounded(lease, call)
             else:
                 state.lease, state.renewals = lease, 0
+                state.until = self._bounded(lease, call)
             state.call = call
         elif state.lease is not None and not continues:
             # Other work resumed: the wait is over.
             state.lease = None
+
+    def _bounded(self, lease: Lease, call: Call | None) -> float:
+        """The deadline that counts: at most ``max_seconds`` after the call (its end, else its start); a deadline
+        that is not a finite number never holds."""
+        deadline = lease.deadline
+        if not math.isfinite(deadline):
+            return -math.inf
+        taken = None if call is None else call.end if call.end is not None else call.start
+        return deadline if taken is None else min(deadline, taken + self._max_seconds)
 
     def holds(self, state: LeaseState, now: float | None) -> bool:
         """Whether a valid lease explains the trace's repetition at ``now``."""
@@ -75,6 +92,6 @@ class LeaseDetector:
             lease is not None
             and bool(lease.owner.strip())
             and now is not None
-            and lease.deadline > now
+            and state.until > now
             and state.renewals <= self._max_renewals
         )

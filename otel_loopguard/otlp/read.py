@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -84,7 +85,18 @@ STDIN = "-"
 
 
 class InputTooLarge(Exception):
-    """Internal: an input gave more bytes than its cap."""
+    """Internal: an input gave more bytes than its cap (``size``: a regular file's size, refused before reading)."""
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        super().__init__(limit, size)
+        self.limit = limit
+        self.size = size
+
+    def input_error(self, source: str) -> InputError:
+        """The one-line error every command reports for it."""
+        size = f"{self.size} bytes, " if self.size is not None else ""
+        return InputError(f"{size}larger than the input limit of {self.limit} bytes (--max-input-bytes)",
+                          source=source)
 
 
 class _Capped(io.RawIOBase):
@@ -149,6 +161,8 @@ class Input:
         try:
             magic = _read_up_to(source, 2)
             self.gzipped = magic == _GZIP_MAGIC
+            if not self.gzipped:
+                _refuse_by_size(source, max_bytes)
             if self.gzipped:
                 # Only the decompressed bytes count against the cap: that is what fills memory.
                 compressed = io.BufferedReader(_Capped(magic, source, None), _READ_BUFFER)
@@ -182,6 +196,20 @@ class Input:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _refuse_by_size(source: IO[bytes], max_bytes: int | None) -> None:
+    """Raise :class:`InputTooLarge` for a regular file larger than ``max_bytes``, before reading it: reading up to
+    the limit first would fill memory with content refused anyway. Pipes, FIFOs and devices have no size; their
+    reading stops at the limit."""
+    if max_bytes is None:
+        return
+    try:
+        info = os.fstat(source.fileno())
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+        raise InputTooLarge(max_bytes, info.st_size)
 
 
 def _read_up_to(stream: IO[bytes], size: int) -> bytes:
@@ -237,6 +265,9 @@ def read_spans(path: str | Input, *, on_error: Callable[[InputError], None] | No
         except OSError as exc:
             report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
             return
+        except InputTooLarge as exc:
+            report(exc.input_error(path))
+            return
         except _READ_ERRORS as exc:
             report(_read_error(exc, path, None))
             return
@@ -256,8 +287,7 @@ def read_spans(path: str | Input, *, on_error: Callable[[InputError], None] | No
                 data = stream.read()
                 yield from _proto_file(data, name, report, forced=False)
         except InputTooLarge as exc:
-            report(InputError(f"larger than the input limit of {exc.args[0]} bytes (--max-input-bytes)",
-                              source=name))
+            report(exc.input_error(name))
         except _READ_ERRORS as exc:
             report(_read_error(exc, name, None))
 

@@ -12,7 +12,7 @@ import sys
 
 from ..conventions import names as n
 from ..core.model import RULE_FREQUENCY, RULE_PERIOD, STUCK
-from ..core.text import printable
+from ..core.escape import escaped
 from .emit import VerdictEvent, bounded_name
 
 __all__ = ["ConsoleLines", "attach_stderr", "console_line"]
@@ -24,7 +24,7 @@ _ELLIPSIS = "\u2026"
 
 
 def _name(text: str) -> str:
-    return printable(bounded_name(text))
+    return escaped(bounded_name(text))
 
 
 def _change(event: VerdictEvent) -> str:
@@ -52,7 +52,7 @@ def console_line(event: VerdictEvent) -> str:
         joiner = " " if event.transition is not None else ", "
         line += f"{joiner}{intervention.action}"
         if event.transition is None or intervention.rule != event.verdict.rule:
-            line += f" ({printable(intervention.rule)})"
+            line += f" ({escaped(intervention.rule)})"
     if event.provisional:
         line += " (provisional)"
     return line

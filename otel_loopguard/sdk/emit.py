@@ -26,6 +26,7 @@ from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContex
 
 from .._version import VERSION
 from ..conventions import names as n
+from ..core.escape import escaped
 from ..core.model import STUCK, Intervention, Transition, Verdict
 
 _AGENT_TOOL_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -36,7 +37,6 @@ _DELAY_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 30)
 MAX_NAME_CHARS = 128
 MAX_MESSAGE_CHARS = 1024
 _DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by chance, ~1 in 10^14 per pair
-_ELLIPSIS = "\u2026"
 
 # The context every metric record is made in: no span. loopguard records a trace's figures after the trace ended,
 # on the processor's background thread (or serve's), so the span current at that moment, if any, is an unrelated
@@ -48,23 +48,19 @@ _NO_SPAN = trace.set_span_in_context(INVALID_SPAN)
 
 
 def bounded_name(name: str) -> str:
-    """``name`` itself when it has at most 128 characters, all printable; else a printable prefix, ``~`` and 12 hex
+    """``name`` itself when it has at most 128 characters, all printable; else an escaped prefix, ``~`` and 12 hex
     digits of a digest of the whole name (128 characters at most; the same name always gives the same result)."""
     if len(name) <= MAX_NAME_CHARS and name.isprintable():
         return name
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2).hexdigest()
     keep = MAX_NAME_CHARS - _DIGEST_CHARS - 1
-    prefix = "".join(c if c.isprintable() else "_" for c in name[:keep])
-    return f"{prefix}~{digest}"
+    return f"{escaped(name[:keep], keep)}~{digest}"
 
 
 def bounded_text(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` with non-printable characters other than newlines replaced, cut to ``limit`` characters."""
-    if len(text) > limit:
-        text = text[:limit - 1] + _ELLIPSIS
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() or c == "\n" else "_" for c in text)
-    return text
+    """``text`` escaped (:func:`~otel_loopguard.core.escape.escaped`: one line, no control character) and cut to
+    ``limit`` characters."""
+    return escaped(text, limit)
 
 
 class CappedNames:
@@ -135,6 +131,7 @@ class VerdictEvent:
         timestamp_ns: when it happened (the span's end).
         provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
             again, exactly, when it finishes.
+        tenant: ``serve`` with tenants: the tenant whose token sent the trace (None without tenants).
     """
 
     trace_id: int
@@ -149,6 +146,7 @@ class VerdictEvent:
     steps: int
     timestamp_ns: int | None
     provisional: bool = False
+    tenant: str | None = None
 
 
 def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:
@@ -184,6 +182,8 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         attrs[n.GEN_AI_CONVERSATION_ID] = bounded_name(event.conversation)
     if event.provisional:
         attrs[n.LOOPGUARD_PROVISIONAL] = True
+    if event.tenant:
+        attrs[n.LOOPGUARD_TENANT] = event.tenant
     return attrs
 
 

@@ -495,14 +495,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._emitter.release(self._emit_failed)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Judge every queued span, then flush the logger provider, so pending verdict events leave now."""
-        self._drain()
+        """Judge every queued span, then flush the logger provider, so pending verdict events leave now.
+
+        Returns False when that did not finish within ``timeout_millis`` (a slow listener, a hung exporter); the
+        background thread then finishes the judging later.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        if self._deferred is not None and not self._deferred.flush(timeout_millis / 1000):
+            return False
         provider = self._logger_provider
         flush = getattr(provider, "force_flush", None)
         if flush is None:
             return True
         try:
-            return bool(flush(timeout_millis))
+            return bool(flush(max(0, int((deadline - time.monotonic()) * 1000))))
         except Exception as exc:  # noqa: BLE001
             self._fail("force_flush", exc)
             return False

@@ -15,6 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 
+class _Mark:
+    """A place in the queue: set when every item queued before it has been processed."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
 class DeferredWork:
     """Runs ``process(item)`` for every submitted item, in submission order, off the submitting thread.
 
@@ -49,6 +58,8 @@ class DeferredWork:
         self._drain_lock = threading.RLock()
         self._wake = threading.Event()
         self._stopped = False
+        # The thread draining now, if any (a listener that flushes from inside a drain must not wait for itself).
+        self._draining: int | None = None
         self._start_worker()
         # A forked child inherits the queue but not the thread; start a new one there.
         if hasattr(os, "register_at_fork"):
@@ -90,16 +101,35 @@ class DeferredWork:
         process = self._process
         popleft = queue.popleft
         with self._drain_lock:
+            self._draining = threading.get_ident()
             try:
                 while queue:
                     try:
                         item = popleft()
                     except IndexError:
                         break
-                    process(item)
+                    if item.__class__ is _Mark:
+                        item.done.set()
+                    else:
+                        process(item)
             finally:
+                self._draining = None
                 if self._on_drained is not None:
                     self._on_drained()
+
+    def flush(self, timeout: float) -> bool:
+        """Have everything queued so far processed by the worker; True if that happened within ``timeout``
+        seconds. On False the worker goes on and finishes later (like the SDK's batch processors): a slow or hung
+        listener must not hold the caller past its deadline."""
+        if self._stopped or threading.get_ident() in (self._thread.ident, self._draining):
+            # No worker to wait for, or the caller is the one draining (a listener flushing): drain here.
+            self.drain()
+            return True
+        mark = _Mark()
+        self._queue.append(mark)  # beyond max_items on purpose: a mark holds nothing and must not be dropped
+        self._ensure_worker()
+        self._wake.set()
+        return mark.done.wait(max(timeout, 0.0))
 
     def _ensure_worker(self) -> None:
         """Start a new worker thread when the last one died (it never should: see ``_run``)."""

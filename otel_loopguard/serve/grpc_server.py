@@ -95,6 +95,7 @@ class OTLPGrpcServer:
         if settings.grpc_max_connection_age is not None:
             options.append(("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age * 1000)))
             options.append(("grpc.max_connection_age_grace_ms", int(settings.body_timeout * 1000)))
+        self._token = settings.bearer_token
         self._auth = (_BearerAuth(settings.bearer_token, on_reject)
                       if settings.bearer_token is not None else None)
         self._server = grpc.server(
@@ -135,6 +136,16 @@ class OTLPGrpcServer:
         """Refuse new calls and wait up to ``grace`` seconds for calls in progress."""
         self._server.stop(grace).wait()
 
+    def _tenant(self, context: grpc.ServicerContext) -> str:
+        """The tenant of the call's token ("" without tenants); the interceptor has let only known tokens in."""
+        token = self._token
+        if token is None or not token.named:
+            return ""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and (tenant := token.tenant(value)) is not None:
+                return tenant
+        return ""
+
     def _export(self, request: bytes, context: grpc.ServicerContext) -> Any:
         try:
             spans = decode_proto_request(request)
@@ -142,8 +153,8 @@ class OTLPGrpcServer:
             self._on_reject()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
-            warning = self._sink(spans, request, PROTOBUF, peer_host(context.peer()))
+            partial = self._sink(spans, request, PROTOBUF, peer_host(context.peer()), self._tenant(context))
         except Exception as exc:
             _logger.warning("otel-loopguard serve: request failed: %s", exc, exc_info=exc)
             context.abort(grpc.StatusCode.INTERNAL, "internal error")
-        return _EMPTY_RESPONSE if not warning else export_response(warning)
+        return _EMPTY_RESPONSE if partial is None else export_response(partial)

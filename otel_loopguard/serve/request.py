@@ -9,6 +9,7 @@ import json
 import zlib
 from collections.abc import Callable
 
+import msgspec
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
@@ -32,9 +33,17 @@ UNAUTHENTICATED = 16
 
 EMPTY_PROTO_RESPONSE = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
 
-# Called with the decoded spans, the raw (decompressed) body and its content type (for forwarding), and the sender's
-# host; returns None, or a warning for the response's partial_success (every span accepted, some not readable).
-Sink = Callable[[list[SpanRecord], bytes, str, str], "str | None"]
+class PartialSuccess(msgspec.Struct, frozen=True):
+    """What an accepted request's OTLP ``partial_success`` says: spans rejected (an all-zero trace or span id) and
+    why, with any warning about spans accepted but not readable."""
+
+    rejected_spans: int
+    message: str
+
+
+# Called with the decoded spans, the raw (decompressed) body and its content type (for forwarding), the sender's
+# host and its tenant ("" without tenants); returns None, or the response's partial_success.
+Sink = Callable[[list[SpanRecord], bytes, str, str, str], "PartialSuccess | None"]
 
 
 def peer_host(peer: str) -> str:
@@ -47,23 +56,25 @@ def peer_host(peer: str) -> str:
     return peer
 
 
-def export_response(warning: str | None) -> trace_service_pb2.ExportTraceServiceResponse:
-    """The ``ExportTraceServiceResponse`` of an accepted request: empty, or a ``partial_success`` that rejects no
-    span (``rejected_spans = 0``) and carries ``warning`` as its ``error_message`` (the OTLP way to warn a sender)."""
+def export_response(partial: PartialSuccess | None) -> trace_service_pb2.ExportTraceServiceResponse:
+    """The ``ExportTraceServiceResponse`` of an accepted request: empty, or a ``partial_success`` with the spans
+    rejected and the message (with ``rejected_spans = 0``, the OTLP way to warn a sender)."""
     response = trace_service_pb2.ExportTraceServiceResponse()
-    if warning:
-        response.partial_success.rejected_spans = 0
-        response.partial_success.error_message = warning
+    if partial is not None:
+        response.partial_success.rejected_spans = partial.rejected_spans
+        response.partial_success.error_message = partial.message
     return response
 
 
-def success_body(content_type: str, warning: str | None) -> bytes:
+def success_body(content_type: str, partial: PartialSuccess | None) -> bytes:
     """The body of an HTTP 200 answer: the response as protobuf, or as OTLP/JSON (``{}`` when empty)."""
-    if not warning:
+    if partial is None:
         return b"{}" if content_type == JSON else EMPTY_PROTO_RESPONSE
     if content_type == JSON:
-        return json.dumps({"partialSuccess": {"rejectedSpans": "0", "errorMessage": warning}}).encode()
-    return export_response(warning).SerializeToString()
+        # OTLP/JSON writes 64-bit integers as strings.
+        return json.dumps({"partialSuccess": {"rejectedSpans": str(partial.rejected_spans),
+                                              "errorMessage": partial.message}}).encode()
+    return export_response(partial).SerializeToString()
 
 
 class RequestTooLarge(Exception):

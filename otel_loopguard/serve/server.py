@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import logging
 import os
 import signal
@@ -54,15 +55,16 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, g
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.span import SpanRecord
-from ..conventions.unread import MAX_KEYS, TRACE_CAUSES, Unread, message
+from ..conventions.unread import INVALID_IDS, MAX_KEYS, TRACE_CAUSES, Unread, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
+from ..core.escape import escaped
 from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter, VerdictEvent
 from .exporting import Receiver, bind_error, check_free, export_environ, forward_refusal
 from .grpc_server import OTLPGrpcServer
-from .request import JSON
+from .request import JSON, PartialSuccess
 from .settings import (
     SETTING_NAMES,
     BearerToken,
@@ -197,7 +199,8 @@ class Server:
         self._status: StatusServer | None = None
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
-        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
+        self._unread_logged: set[bytes] = set()
+        self._zero_ids_logged = False
         self._unread_lock = threading.Lock()
         # Causes of finished traces not told to their senders yet, by sender.
         self._pending: dict[str, list[Unread]] = {}
@@ -347,12 +350,13 @@ class Server:
         events, finished = self._table.finish_all()
         self._publish(events, finished)
 
-    def ingest(self, spans: list[SpanRecord], peer: str = "") -> str | None:
+    def ingest(self, spans: list[SpanRecord], peer: str = "", tenant: str = "") -> str | None:
         """Judge decoded spans as if they arrived in one request (what the receivers call).
 
         Args:
             spans: the request's spans.
             peer: the sender (its host, as the receivers name it).
+            tenant: the tenant its bearer token names ("" without tenants): traces are keyed by (tenant, trace id).
 
         Returns:
             None, or the warning for the OTLP ``partial_success`` of the response (``rejected_spans`` 0): why some
@@ -362,7 +366,7 @@ class Server:
         unread: list[Unread] = []
         if self._board is not None:
             self._board.spans(spans)
-        events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer)
+        events, tools, finished, started = self._table.add(spans, self._clock(), unread, peer, tenant)
         for kind in started:
             # The processor counts a trace as active from its first tool or model span; so does serve.
             # A finished trace reopened by late spans comes back with its verdict, a new one as working.
@@ -384,7 +388,7 @@ class Server:
                 unread += owed
         if not unread:
             return None
-        return "; ".join(message(cause) for cause in unread)[:_MAX_WARNING]
+        return escaped("; ".join(message(cause) for cause in unread), _MAX_WARNING)
 
     # -- internals ------------------------------------------------------------
 
@@ -395,23 +399,43 @@ class Server:
             return []
         return [Observation(self._table.stats().duplicate_spans)]
 
-    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str) -> str | None:
-        warning = self.ingest(spans, peer)
+    def _receive(self, spans: list[SpanRecord], body: bytes, content_type: str, peer: str,
+                 tenant: str = "") -> PartialSuccess | None:
+        spans, rejected = self._valid_ids(spans)
+        warning = self.ingest(spans, peer, tenant)
         if self._forward is not None:
             try:
                 self._forward(body, content_type)
             except Exception as exc:  # noqa: BLE001 - forwarding is best effort; judging already happened
-                _logger.warning("otel-loopguard serve: forwarding failed: %s", exc)
-        return warning
+                _logger.warning("otel-loopguard serve: forwarding failed: %s", escaped(str(exc), _MAX_WARNING))
+        if not rejected:
+            return None if warning is None else PartialSuccess(0, warning)
+        message = f"{rejected} span(s) rejected: an all-zero trace id or span id is invalid in OTLP"
+        return PartialSuccess(rejected, escaped(f"{message}; {warning}" if warning else message, _MAX_WARNING))
+
+    def _valid_ids(self, spans: list[SpanRecord]) -> tuple[list[SpanRecord], int]:
+        """The spans with a trace id and a span id (all-zero ids are invalid: the span belongs to no trace, and
+        cannot be told from another), and how many were rejected (counted, logged once per server)."""
+        valid = [span for span in spans if span.trace_id and span.span_id]
+        rejected = len(spans) - len(valid)
+        if rejected:
+            self._emitter.unread(INVALID_IDS, rejected)
+            if not self._zero_ids_logged:
+                self._zero_ids_logged = True
+                _logger.warning("otel-loopguard serve: rejected span(s) with an all-zero trace id or span id (counted "
+                                "in loopguard.spans.unread{reason=%s}); fix the sender's id generator", INVALID_IDS)
+        return (valid if rejected else spans), rejected
 
     def _log_unread(self, cause: Unread) -> None:
-        # Each cause (reason and keys) is logged once per server.
-        key = (cause.reason, cause.keys)
+        # Each cause (reason and keys) is logged once per server, remembered by a 16-byte digest: the keys are
+        # bounded already, but 256 causes of 12 keys each would still be kept for the server's life.
+        key = hashlib.blake2b(repr((cause.reason, cause.keys)).encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
         with self._unread_lock:
             if key in self._unread_logged or len(self._unread_logged) >= _MAX_UNREAD_LOGGED:
                 return
             self._unread_logged.add(key)
-        _logger.warning("otel-loopguard serve: %s", message(cause))
+        _logger.warning("otel-loopguard serve: %s", escaped(message(cause), _MAX_WARNING))
 
     def _owe(self, peers: tuple[str, ...], cause: Unread) -> None:
         """Keep a cause for the next answer to each of ``peers`` (one per reason per sender: keys merged, bounded)."""
@@ -650,6 +674,27 @@ def _start(command: ServeCommand, config: LoopGuardConfig, providers: tuple[Any,
     return server
 
 
+def _shut_down(server: Server, forwarder: Forwarder | None, providers: tuple[Any, ...], timeout: float) -> bool:
+    """Stop the receivers, judge open traces and flush the providers, on a thread, for at most ``timeout`` seconds
+    (a hung backend must not keep a stopped server alive); True when all of it finished in time."""
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            server.stop(drain=True)
+            if forwarder is not None:
+                forwarder.close()
+            for provider in providers:
+                provider.shutdown()
+        except Exception as exc:  # noqa: BLE001 - said, and the shutdown goes on to exit
+            _logger.warning("otel-loopguard serve: shutdown failed: %s", escaped(str(exc), _MAX_WARNING))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="otel-loopguard-shutdown", daemon=True).start()
+    return done.wait(timeout)
+
+
 def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mapping[str, str] | None = None) -> int:
     """Run ``otel-loopguard serve`` until SIGTERM or SIGINT; then drain, flush and return 0.
 
@@ -660,8 +705,9 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     command = command_settings(args, environ)
     problem = _checked(command)
     if problem is not None:
-        print(f"otel-loopguard: error: {problem}", file=sys.stderr)
+        print(f"otel-loopguard: error: {escaped(problem)}", file=sys.stderr)
         return 2
+    settings = command.settings
     # Connection caps are derived from the open-file limit: raise it first, as a Go server would.
     raise_open_file_limit()
     stop = threading.Event()
@@ -680,7 +726,7 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
     forwarder = Forwarder(environ) if command.forward and refusal is None else None
     server = _start(command, config, (logger_provider, meter_provider), forwarder)
     if isinstance(server, str):
-        print(f"otel-loopguard: error: serve: {server}", file=sys.stderr)
+        print(f"otel-loopguard: error: serve: {escaped(server)}", file=sys.stderr)
         if forwarder is not None:
             forwarder.close()
         for sig, handler in previous.items():
@@ -694,14 +740,18 @@ def run_serve(args: argparse.Namespace, config: LoopGuardConfig, environ: Mappin
         while not stop.wait(1.0):
             pass
     finally:
-        server.stop(drain=True)
-        if forwarder is not None:
-            forwarder.close()
-        logger_provider.shutdown()
-        meter_provider.shutdown()
+        finished = _shut_down(server, forwarder, (logger_provider, meter_provider), settings.shutdown_timeout)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     stats = server.stats()
+    if not finished:
+        print(f"otel-loopguard serve: stopped after {stats.spans} spans, {stats.finished_traces} traces; shutdown "
+              f"did not finish within {settings.shutdown_timeout:g} s (--shutdown-timeout): verdict events, metrics "
+              "and forwarded requests not sent by then were dropped", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Threads still blocked on the backend (exporters, forwarding) would hold the interpreter's exit. The status
+        # stays 0: the server stopped as asked; the line above says what was lost.
+        os._exit(0)
     print(f"otel-loopguard serve: stopped after {stats.spans} spans, {stats.finished_traces} traces",
           file=sys.stderr, flush=True)
     return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import re
 import ssl
 import stat
 import sys
@@ -63,6 +64,19 @@ __all__ = [
 MAX_CONFIG_BYTES = 1024 * 1024
 # The largest token file read: a bearer token is a few hundred bytes at most.
 MAX_TOKEN_BYTES = 64 * 1024
+#: The tenant of a bare token (a token file line without a tenant name).
+DEFAULT_TENANT = "default"
+_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _token_bytes(token: str) -> bytes:
+    """A token checked: at least 16 characters of printable ASCII without spaces."""
+    token = token.strip()
+    if len(token) < 16:
+        raise ConfigError("the bearer token must have at least 16 characters")
+    if not all(33 <= ord(c) <= 126 for c in token):
+        raise ConfigError("the bearer token must be printable ASCII without spaces")
+    return token.encode("ascii")
 _FD_RESERVE = 128
 _MAX_AUTO_CONNECTIONS = 1024
 
@@ -95,33 +109,34 @@ def default_max_connections(open_files: int | None = None) -> int:
 
 
 class BearerToken:
-    """The token clients must send as ``Authorization: Bearer <token>``; compared in constant time.
+    """The tokens clients must send as ``Authorization: Bearer <token>``, each naming a tenant; compared in constant
+    time.
 
-    The token never appears in a ``repr``, a ``str`` or a log line: only :meth:`matches` reads it.
+    A token never appears in a ``repr``, a ``str`` or a log line: only :meth:`tenant` and :meth:`matches` read it.
 
     Args:
         token: the secret (surrounding whitespace removed); at least 16 characters, printable ASCII.
+        tenant: who sends with it (:data:`DEFAULT_TENANT` for a bare token).
 
     Raises:
         ConfigError: the token is too short or has characters a header cannot carry.
     """
 
-    __slots__ = ("_expected",)
+    __slots__ = ("_tokens", "named")
 
-    def __init__(self, token: str) -> None:
-        token = token.strip()
-        if len(token) < 16:
-            raise ConfigError("the bearer token must have at least 16 characters")
-        if not all(33 <= ord(c) <= 126 for c in token):
-            raise ConfigError("the bearer token must be printable ASCII without spaces")
-        self._expected = token.encode("ascii")
+    def __init__(self, token: str, tenant: str = DEFAULT_TENANT) -> None:
+        self._tokens: tuple[tuple[str, bytes], ...] = ((tenant, _token_bytes(token)),)
+        #: Whether the tokens name tenants (a ``TENANT TOKEN`` line): then serve keys traces by (tenant, trace id).
+        self.named = False
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> BearerToken:
-        """Read the token from a file (its first line; at most 64 KiB).
+        """Read the tokens from a file (at most 64 KiB): one per line, ``TOKEN`` (tenant ``default``) or
+        ``TENANT TOKEN``; blank lines and lines starting with ``#`` are skipped.
 
         Raises:
-            ConfigError: the file cannot be read or holds no valid token (the message never shows the token).
+            ConfigError: the file cannot be read, holds no valid token, a bad tenant name, or a tenant or token
+                twice (the message never shows a token).
         """
         try:
             with open(path, "rb") as fh:
@@ -134,21 +149,55 @@ class BearerToken:
             text = data.decode("ascii")
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: the bearer token must be printable ASCII") from None
-        lines = text.strip().splitlines()
         try:
-            return cls(lines[0] if lines else "")
+            return cls._from_lines(text.splitlines())
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
 
-    def matches(self, authorization: str | bytes | None) -> bool:
-        """Whether an ``Authorization`` header value carries this token (scheme ``Bearer``, any case)."""
+    @classmethod
+    def _from_lines(cls, lines: list[str]) -> BearerToken:
+        pairs: list[tuple[str, bytes]] = []
+        named = False
+        for number, line in enumerate(lines, 1):
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if len(words) > 2:
+                raise ConfigError(f"line {number}: expected TOKEN or TENANT TOKEN")
+            tenant, token = (DEFAULT_TENANT, words[0]) if len(words) == 1 else (words[0], words[1])
+            named = named or len(words) == 2
+            if not _TENANT.fullmatch(tenant):
+                raise ConfigError(f"line {number}: a tenant name is 1-64 letters, digits, '.', '_' or '-'")
+            try:
+                pairs.append((tenant, _token_bytes(token)))
+            except ConfigError as exc:
+                raise ConfigError(f"line {number}: {exc}") from None
+        if not pairs:
+            raise ConfigError("the bearer token must have at least 16 characters")
+        if len({t for t, _ in pairs}) < len(pairs) or len({k for _, k in pairs}) < len(pairs):
+            raise ConfigError("each tenant and each token may appear once")
+        tokens = cls.__new__(cls)
+        tokens._tokens, tokens.named = tuple(pairs), named
+        return tokens
+
+    def tenant(self, authorization: str | bytes | None) -> str | None:
+        """The tenant whose token an ``Authorization`` header value carries (scheme ``Bearer``, any case), or None."""
         if authorization is None:
-            return False
+            return None
         raw = authorization.encode("latin-1", "replace") if isinstance(authorization, str) else authorization
         scheme, _, given = raw.strip().partition(b" ")
-        # Both sides are compared in full whatever the scheme, so the time taken says nothing about the token.
-        same = hmac.compare_digest(given.strip(), self._expected)
-        return same and scheme.lower() == b"bearer"
+        given = given.strip()
+        found = None
+        # Every token is compared in full, whatever the scheme or an earlier match: the time taken says nothing
+        # about any token.
+        for tenant, expected in self._tokens:
+            if hmac.compare_digest(given, expected):
+                found = tenant
+        return found if scheme.lower() == b"bearer" else None
+
+    def matches(self, authorization: str | bytes | None) -> bool:
+        """Whether an ``Authorization`` header value carries one of the tokens."""
+        return self.tenant(authorization) is not None
 
     def __repr__(self) -> str:
         return "BearerToken(<redacted>)"
@@ -212,6 +261,8 @@ class ServeSettings:
         grpc_max_concurrent_streams: streams per gRPC connection.
         grpc_max_concurrent_rpcs: gRPC calls in progress before new ones get ``RESOURCE_EXHAUSTED``.
         grpc_max_connection_age: seconds after which a gRPC connection is asked to reconnect (None: never).
+        shutdown_timeout: seconds SIGTERM or SIGINT waits for open traces to be judged and their events, metrics
+            and forwarded requests to leave; what is still pending then is dropped (and said so).
         tls: certificate, key and client CA; None for plain TCP.
         bearer_token: the token every request must carry; None for no authentication.
     """
@@ -226,6 +277,7 @@ class ServeSettings:
     grpc_max_concurrent_streams: int = 100
     grpc_max_concurrent_rpcs: int = 64
     grpc_max_connection_age: float | None = None
+    shutdown_timeout: float = 5.0
     tls: TLSFiles | None = None
     bearer_token: BearerToken | None = field(default=None, repr=False)
 
@@ -239,7 +291,7 @@ class ServeSettings:
                 isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int)
                 or self.max_connections <= 0):
             raise ConfigError(f"max_connections must be a positive integer, got {self.max_connections!r}")
-        for name in ("header_timeout", "idle_timeout", "body_timeout", "grpc_max_connection_age"):
+        for name in ("header_timeout", "idle_timeout", "body_timeout", "grpc_max_connection_age", "shutdown_timeout"):
             value = getattr(self, name)
             if value is None and name == "grpc_max_connection_age":
                 continue

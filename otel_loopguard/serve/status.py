@@ -3,7 +3,7 @@
 ``/`` is an HTML page rendered on the server, with no script, that reloads itself every few seconds; ``/traces.json``
 is the same data as JSON. Memory is bounded: a fixed ring of the last :data:`MAX_EVENTS` transitions and
 interventions, the last :data:`MAX_FINISHED` finished traces, and the service names of at most ``max_traces`` traces.
-Every string on the page passes :func:`~otel_loopguard.core.text.for_html` (escaped, bounded); JSON strings are
+Every string on the page passes :func:`~otel_loopguard.core.escape.escaped` (escaped, bounded); JSON strings are
 bounded the same way. The server binds loopback unless told otherwise and takes the receivers' TLS and bearer token.
 """
 
@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..conventions.span import SpanRecord
-from ..core.text import for_html, shortened
+from ..core.escape import escaped
 from ..errors import ConfigError
 from ..sdk.emit import VerdictEvent, bounded_name
 from .settings import BearerToken
@@ -163,6 +163,11 @@ class StatusBoard:
         }
 
 
+def _html(text: str, limit: int) -> str:
+    """``text`` escaped for an HTML page, at most ``limit`` characters shown."""
+    return escaped(text, limit, html=True)
+
+
 def trace_link(template: str | None) -> Callable[[str], str | None]:
     """The function turning a trace id into the user's trace-UI link, from a ``--trace-url`` template.
 
@@ -172,7 +177,7 @@ def trace_link(template: str | None) -> Callable[[str], str | None]:
     if not template:
         return lambda trace_id: None
     if "{trace_id}" not in template or not template.startswith(("http://", "https://")):
-        raise ConfigError(f"--trace-url must be an http(s) URL holding {{trace_id}}, got {shortened(template, 200)!r}")
+        raise ConfigError(f"--trace-url must be an http(s) URL holding {{trace_id}}, got {escaped(template, 200)!r}")
     return lambda trace_id: template.replace("{trace_id}", trace_id)
 
 
@@ -181,26 +186,26 @@ def _cell(value: Any) -> str:
         return "<td>-</td>"
     if isinstance(value, float):
         return f"<td>{value:.4g}</td>"
-    return f"<td>{for_html(str(value), _NAME)}</td>"
+    return f"<td>{_html(str(value), _NAME)}</td>"
 
 
 def _trace_cell(trace_id: str, link: Callable[[str], str | None]) -> str:
     url = link(trace_id)
-    text = for_html(trace_id, 32)
+    text = _html(trace_id, 32)
     if url is None:
         return f"<td class=id>{text}</td>"
-    return f'<td class=id><a href="{for_html(url, 2048)}">{text}</a></td>'
+    return f'<td class=id><a href="{_html(url, 2048)}">{text}</a></td>'
 
 
 def _table(caption: str, rows: list[dict[str, Any]], columns: tuple[str, ...],
            link: Callable[[str], str | None], id_: str) -> str:
-    head = "".join(f"<th>{for_html(column, 40)}</th>" for column in columns)
+    head = "".join(f"<th>{_html(column, 40)}</th>" for column in columns)
     body = []
     for row in rows:
         cells = [_trace_cell(row[c], link) if c == "trace_id" else _cell(row[c]) for c in columns]
-        body.append(f"<tr class=\"{for_html(str(row.get('verdict', '')), 16)}\">{''.join(cells)}</tr>")
+        body.append(f"<tr class=\"{_html(str(row.get('verdict', '')), 16)}\">{''.join(cells)}</tr>")
     empty = f"<tr><td colspan={len(columns)}>none</td></tr>" if not rows else ""
-    return (f"<h2>{for_html(caption, 80)}</h2><table id={id_}><thead><tr>{head}</tr></thead>"
+    return (f"<h2>{_html(caption, 80)}</h2><table id={id_}><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}{empty}</tbody></table>")
 
 
@@ -213,7 +218,7 @@ _STYLE = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse
 
 def render_html(doc: dict[str, Any], link: Callable[[str], str | None]) -> str:
     """The status page for a :meth:`StatusBoard.snapshot` document: escaped, bounded, reloading itself."""
-    counters = "".join(f"<tr><th>{for_html(k, 40)}</th><td>{int(v)}</td></tr>" for k, v in doc["counters"].items())
+    counters = "".join(f"<tr><th>{_html(k, 40)}</th><td>{int(v)}</td></tr>" for k, v in doc["counters"].items())
     return (
         "<!DOCTYPE html><html><head><meta charset=utf-8>"
         f"<meta http-equiv=refresh content={REFRESH_SECONDS}><title>otel-loopguard serve</title>"

@@ -270,11 +270,15 @@ class _Agent:
 
 
 class _Trace:
-    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "last_seen", "last_step",
-                 "lock", "max_end_ns", "peers", "status", "tool_ends", "trace_id", "tracked", "turns", "unread")
+    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "key", "last_seen",
+                 "last_step", "lock", "max_end_ns", "peers", "status", "tenant", "tool_ends", "trace_id", "tracked",
+                 "turns", "unread")
 
-    def __init__(self, trace_id: int, judge: TraceJudge) -> None:
+    def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         self.trace_id = trace_id
+        #: Who sent it, when tokens name tenants ("" otherwise); the table's key is (tenant, trace id) then.
+        self.tenant = tenant
+        self.key: Any = (tenant, trace_id) if tenant else trace_id
         self.judge = judge
         self.lock = threading.Lock()
         self.status = _OPEN
@@ -373,7 +377,8 @@ class TraceTable:
     # -- public ---------------------------------------------------------------
 
     def add(
-        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None, peer: str = ""
+        self, spans: Iterable[SpanRecord], now: float, unread: list[Unread] | None = None, peer: str = "",
+        tenant: str = "",
     ) -> tuple[list[VerdictEvent], list[str], list[FinishedTrace], list[str]]:
         """Take one request's spans.
 
@@ -384,6 +389,8 @@ class TraceTable:
                 reason, over all its traces): tool spans with content in attributes no convention reads. (That a
                 trace has no readable tool call is known only when it finishes: see :attr:`FinishedTrace.unread`.)
             peer: the sender (its host), remembered per trace (:attr:`FinishedTrace.peers`).
+            tenant: the tenant the request authenticated as ("": no tenants); traces of different tenants with
+                the same trace id are different traces.
 
         Returns:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
@@ -420,7 +427,7 @@ class TraceTable:
         counts = dict.fromkeys(_COUNTERS, 0)
         counts["spans"] = count
         for trace_id, batch in by_trace.items():
-            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes, peer)
+            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes, peer, tenant)
         finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
         self._count(counts)
         self._trim_kept()
@@ -478,14 +485,15 @@ class TraceTable:
 
     def _take(self, trace_id: int, batch: _Batch, now: float, events: list[VerdictEvent], tools: list[str],
               started: list[str], evicted: list[_Trace], counts: dict[str, int], notes: list[Unread],
-              peer: str) -> None:
+              peer: str, tenant: str = "") -> None:
+        key: Any = (tenant, trace_id) if tenant else trace_id
         while True:
             with self._lock:
-                trace = self._open.get(trace_id) or self._done.get(trace_id)
+                trace = self._open.get(key) or self._done.get(key)
                 if trace is None:
                     trace = _Trace(trace_id, TraceJudge(self.engine, nesting=CONVENTION_NESTING, track_events=True,
-                                                        step_audit=self.step_audit))
-                    self._open[trace_id] = trace
+                                                        step_audit=self.step_audit), tenant)
+                    self._open[key] = trace
                     self._evict_beyond_capacity(evicted)
             with trace.lock:
                 with self._lock:
@@ -494,15 +502,15 @@ class TraceTable:
                     reopened = trace.status is _DONE
                     if trace.status is not _OPEN:
                         # Finished (or being finished) while this batch was on its way: it goes on.
-                        self._done.pop(trace_id, None)
+                        self._done.pop(key, None)
                         trace.status = _OPEN
-                        self._open[trace_id] = trace
+                        self._open[key] = trace
                         self._evict_beyond_capacity(evicted)
                     else:
-                        self._open.move_to_end(trace_id)
+                        self._open.move_to_end(key)
                     trace.last_seen = now
-                    if trace_id in self._keeping:
-                        self._keeping.move_to_end(trace_id)
+                    if key in self._keeping:
+                        self._keeping.move_to_end(key)
                 if reopened:
                     counts["late_spans"] += batch.spans
                 peers = trace.peers
@@ -667,10 +675,10 @@ class TraceTable:
         # Caller holds the table's lock.
         self._kept += delta
         if trace.kept:
-            self._keeping[trace.trace_id] = trace
-            self._keeping.move_to_end(trace.trace_id)
+            self._keeping[trace.key] = trace
+            self._keeping.move_to_end(trace.key)
         else:
-            self._keeping.pop(trace.trace_id, None)
+            self._keeping.pop(trace.key, None)
 
     def _evict_beyond_capacity(self, evicted: list[_Trace]) -> None:
         # Caller holds the table's lock.
@@ -682,7 +690,7 @@ class TraceTable:
 
     def _close(self, trace: _Trace) -> None:
         # Caller holds the table's lock: from open to being finished.
-        del self._open[trace.trace_id]
+        del self._open[trace.key]
         trace.status = _FINISHING
 
     def _finish_all(self, due: list[_Trace]) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
@@ -697,17 +705,17 @@ class TraceTable:
                 if trace.status is not _FINISHING:
                     return None  # a batch reopened it meanwhile: it goes on
                 trace.status = _DONE
-                self._done[trace.trace_id] = trace
+                self._done[trace.key] = trace
                 while len(self._done) > self._max_open:
                     _, forgotten = self._done.popitem(last=False)
                     forgotten.status = _GONE
                     self._kept -= forgotten.kept
                     forgotten.kept = 0
-                    self._keeping.pop(forgotten.trace_id, None)
-                if trace.trace_id in self._keeping:
+                    self._keeping.pop(forgotten.key, None)
+                if trace.key in self._keeping:
                     # A finished trace gives its kept steps up first when memory runs short. (A trace being given
                     # up by _trim_kept is out of this map already, with its bytes still counted until then.)
-                    self._keeping.move_to_end(trace.trace_id, last=False)
+                    self._keeping.move_to_end(trace.key, last=False)
             judge = trace.judge
             if not trace.changed:
                 return None  # nothing new since the last finish (a late batch of duplicates)
@@ -791,6 +799,7 @@ class TraceTable:
             steps=judged.steps,
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
             provisional=judged.provisional,
+            tenant=trace.tenant or None,
         )
 
     def _count(self, counts: dict[str, int]) -> None:

@@ -155,3 +155,48 @@ def test_demo_out_is_checked_before_the_demo_runs(tmp_path: Path) -> None:
     done = cli("demo", "--out", str(target))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"otel-loopguard: error: --out {target}: no such directory: {target.parent}\n"
+
+
+def test_a_regular_file_over_the_cap_is_refused_by_its_size_before_reading(tmp_path: Path) -> None:
+    """A 1 GiB (sparse) file over a 200 MB cap is refused by its size: the error states it, and the process's peak
+    memory stays far below the 200 MB that reading up to the cap would take (measured: 217 MB before the fix)."""
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(1 << 30)
+    probe = ("import resource, subprocess, sys\n"
+             "done = subprocess.run([sys.executable, '-m', 'otel_loopguard.cli', 'audit', '--max-input-bytes',"
+             " '200000000', sys.argv[1]], capture_output=True, text=True)\n"
+             "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+             "sys.stdout.write(done.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(big)], capture_output=True, text=True, timeout=300,
+                          check=True)
+    status, peak_mb = map(int, done.stdout.splitlines()[0].split())
+    assert status == 2
+    assert done.stdout.splitlines()[1:] == [f"otel-loopguard: error: {big}: 1073741824 bytes, larger than the input "
+                                            "limit of 200000000 bytes (--max-input-bytes)"]
+    assert peak_mb < 120, peak_mb
+
+
+def _full_disk() -> None:
+    """In the child: a 64 kB file size limit, with SIGXFSZ ignored so that a write past it fails with EFBIG."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+
+def test_demo_out_write_failure_is_one_line(tmp_path: Path) -> None:
+    """A write that fails after the demo ran (a file size limit standing in for a full disk): one error line, no
+    traceback, exit 2."""
+    target = tmp_path / "demo.json"
+    done = subprocess.run([sys.executable, "-m", "otel_loopguard.cli", "demo", "--no-color", "--out", str(target)],
+                          capture_output=True, text=True, timeout=300, preexec_fn=_full_disk, check=False)
+    assert done.returncode == 2
+    assert done.stderr == f"otel-loopguard: error: --out {target}: cannot write: File too large\n"
+
+
+def test_demo_out_to_a_file_refusing_writes_fails_before_the_demo(tmp_path: Path) -> None:
+    """``demo --out /proc/version`` (a regular file no one may write, not even root) fails at once in one line."""
+    done = cli("demo", "--out", "/proc/version")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("otel-loopguard: error: --out /proc/version: ") and done.stderr.count("\n") == 1

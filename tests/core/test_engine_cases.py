@@ -274,3 +274,23 @@ def test_failing_call_with_varying_error_text_is_stuck() -> None:
     ]
     v = replay(calls).state.verdict
     assert (v.kind, v.rule, v.period) == ("stuck", "period", 1)
+
+
+def test_a_far_deadline_counts_only_max_seconds_after_the_call() -> None:
+    """A deadline of 1e308 waits at most lease.max_seconds (3600 s by default) after the first call's end
+    (T0 + 0.5 s): waiting at T0 + 60 s and just before T0 + 3600.5 s, stuck just after."""
+    engine = LoopEngine(CONFIG)
+    r = replay_calls(engine, approval_wait(deadline=1e308), OBSERVED_AT)
+    assert r.state.verdict.kind == "waiting"
+    assert engine.reevaluate(r.state, T0 + 3600.0) is None
+    later = engine.reevaluate(r.state, T0 + 3601.0)
+    assert later is not None and later.verdict.kind == "stuck"
+
+
+def test_max_seconds_is_a_setting_and_non_finite_deadlines_never_hold() -> None:
+    """With lease.max_seconds = 30 a lease taken at T0 + 0.5 s no longer holds at T0 + 60 s; an infinite or NaN
+    deadline holds at no time."""
+    short = replace(CONFIG, lease=LeasePolicy(max_renewals=3, max_seconds=30.0))
+    assert replay(approval_wait(), short).state.verdict.kind == "stuck"
+    assert replay(approval_wait(deadline=float("inf"))).state.verdict.kind == "stuck"
+    assert replay(approval_wait(deadline=float("nan"))).state.verdict.kind == "stuck"

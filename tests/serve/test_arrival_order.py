@@ -45,8 +45,8 @@ class Senders:
         self.warnings: list[str | None] = []
         ingest = h.server.ingest
 
-        def recording(spans: Any, peer: str = "") -> str | None:
-            warning = ingest(spans, peer)
+        def recording(spans: Any, peer: str = "", tenant: str = "") -> str | None:
+            warning = ingest(spans, peer, tenant)
             self.warnings.append(warning)
             return warning
 

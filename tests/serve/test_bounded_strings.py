@@ -31,20 +31,20 @@ HUGE = "huge_tool_" + "x" * (5 * 1024 * 1024)  # 5 MiB: over the limit on its ow
 
 def test_bounded_name_keeps_short_names_and_digests_the_rest() -> None:
     """128 printable characters pass unchanged; one more, or any control character, gives a 128-character name:
-    115 characters of prefix (non-printables as "_"), "~", and the first 12 hex digits of BLAKE2b-48 of the name."""
+    115 characters of prefix (controls escaped), "~", and the first 12 hex digits of BLAKE2b-48 of the name."""
     name = "a" * 128
     assert bounded_name(name) == name
     longer = "a" * 129
     expected = "a" * 115 + "~" + hashlib.blake2b(longer.encode(), digest_size=6).hexdigest()
     assert bounded_name(longer) == expected and len(expected) == 128
     evil = "search\x1b[2J\nrm"
-    assert bounded_name(evil) == "search_[2J_rm~" + hashlib.blake2b(evil.encode(), digest_size=6).hexdigest()
+    assert bounded_name(evil) == "search\\x1b[2J\\x0arm~" + hashlib.blake2b(evil.encode(), digest_size=6).hexdigest()
     # Distinct names sharing a long prefix stay distinct; the same name maps to the same value.
     assert bounded_name(HUGE) != bounded_name(HUGE + "y")
     assert bounded_name(HUGE) == bounded_name(str(HUGE))
-    assert bounded_name("\udcff lone surrogate").startswith("_ lone surrogate~")
+    assert bounded_name("\udcff lone surrogate").startswith("\\udcff lone surrogate~")
     assert bounded_text("x" * 5000) == "x" * (MAX_MESSAGE_CHARS - 1) + "\u2026"
-    assert bounded_text("two\nlines\x07") == "two\nlines_"
+    assert bounded_text("two\nlines\x07") == "two\\x0alines\\x07"
 
 
 def _tool_spans(trace_no: int, tool: str, calls: int) -> list[trace_pb2.Span]:
