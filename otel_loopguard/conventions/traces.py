@@ -28,6 +28,7 @@ from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
 from ..core.model import ToolCall
+from .agent_steps import handoff_of_span, handoff_of_tool, model_step
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -246,6 +247,7 @@ class TraceCollector:
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
             step = self._reader.tool_step(span, row)
+            step = handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name) or step
             judge = held.judge
             if judge is None:
                 judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
@@ -271,9 +273,14 @@ class TraceCollector:
                                                      context=False)
             if turn is not None and self._add_turn(held, turn):
                 held.unread.model(attrs)
+                self._add_lane_step(held, model_step(attrs, span.span_id, span.parent_span_id, span.start_ns,
+                                                     span.end_ns, self._reader.extractor.agent_name(attrs)))
         elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
+        else:
+            self._add_lane_step(held, handoff_of_span(attrs, span.name, span.span_id, span.parent_span_id,
+                                                      span.start_ns, span.end_ns))
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
@@ -298,6 +305,19 @@ class TraceCollector:
             self._bytes = 0
             self._last = None
             return [self._report(trace_id, h) for trace_id, h in held]
+
+    def _add_lane_step(self, held: _Held, step: Step | None) -> None:
+        """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind)."""
+        if step is None:
+            return
+        judge = held.judge
+        if judge is None:
+            judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
+        before = judge.kept_bytes
+        if judge.add(step):
+            self._bytes += judge.kept_bytes - before
+        else:
+            self.duplicates += 1
 
     def _add_turn(self, held: _Held, turn: Turn) -> bool:
         if turn.span_id in held.turn_ids:

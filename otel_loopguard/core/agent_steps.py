@@ -24,6 +24,7 @@ from .engine import LoopEngine, TraceState
 from .model import STEP_AGENT, STEP_HANDOFF, STEP_MODEL, STUCK, UNCERTAIN, Intervention, Observation, ToolCall, Verdict
 
 __all__ = [
+    "LANE_SPAN_BIT",
     "MAX_CHUNK_CHARS",
     "OUTPUT_TAIL_BYTES",
     "Lanes",
@@ -36,6 +37,10 @@ __all__ = [
 OUTPUT_TAIL_BYTES = 16 * 1024
 #: The longest repeated chunk looked for, in characters (a paragraph; longer loops are a model turn repeating).
 MAX_CHUNK_CHARS = 1024
+
+#: Set in the span id of a step read from a span that also gives another step (a model span's turn beside its usage):
+#: no real span id has it (they are 64-bit), so the judge's de-duplication keeps both.
+LANE_SPAN_BIT = 1 << 64
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w")
@@ -87,13 +92,24 @@ class Lanes:
         engine: the trace judge's engine (of tool calls); the lanes' engines come from :meth:`LoopEngine.for_kind`.
     """
 
-    __slots__ = ("_engine", "_states", "latest")
+    __slots__ = ("_engine", "_news", "_states", "latest")
 
     def __init__(self, engine: LoopEngine) -> None:
         self._engine = engine
         self._states: dict[str, tuple[LoopEngine, TraceState]] = {}
-        #: The lane state of the step judged last.
+        #: The lane state of the step judged last (None after a tool call).
         self.latest: TraceState | None = None
+        # What the trace did since the last hand-off or sub-agent step: the evidence of the next one that carries
+        # none of its own.
+        self._news = hashlib.blake2b(digest_size=16)
+
+    def note(self, call: ToolCall) -> None:
+        """Take a tool call or model turn into what happened since the last hand-off (the next one's evidence)."""
+        self.latest = None
+        news = self._news
+        news.update(call.tool.encode("utf-8", "surrogatepass"))
+        for value in (call.arguments, call.result, call.error, call.progress):
+            news.update(b"\x1f" + repr(value).encode("utf-8", "surrogatepass"))
 
     def enabled(self, kind: str) -> bool:
         """Whether the configuration judges steps of ``kind``."""
@@ -114,6 +130,14 @@ class Lanes:
             engine = self._engine.for_kind(kind)  # type: ignore[arg-type]
             lane = self._states[kind] = (engine, engine.new_state())
         engine, state = lane
+        if kind == STEP_MODEL:
+            self.note(call)
+        elif not call.result_captured:
+            # A hand-off carrying no state: its evidence is what the agents did since the last one.
+            call = ToolCall(tool=call.tool, arguments=call.arguments, arguments_captured=call.arguments_captured,
+                            result="news " + self._news.hexdigest(), result_captured=True, start=call.start,
+                            end=call.end)
+            self._news = hashlib.blake2b(digest_size=16)
         self.latest = state
         cfg = engine.config
         if kind == STEP_MODEL and not cfg.model_steps:

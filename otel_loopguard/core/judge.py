@@ -853,7 +853,7 @@ class TraceJudge:
             if step.kind != STEP_TOOL:
                 return self._observe_lane(step, call, untimed_at)
             if self._lanes is not None:
-                self._lanes.latest = None
+                self._lanes.note(call)
             observation = engine.observe(state, call, untimed_at if call.end is None and call.start is None else None)
             if audit is not None:
                 audit.add(call)

@@ -186,3 +186,16 @@ def test_text_digest_ignores_case_and_spacing() -> None:
     """Answers that differ in case and white space only have one digest; different words differ."""
     assert text_digest("Hello  World\n") == text_digest("hello world")
     assert text_digest("hello world") != text_digest("hello there")
+
+
+def test_handoffs_without_state_take_what_happened_since_as_evidence() -> None:
+    """Hand-offs with no result: stuck when nothing happens between them, working when tool results change."""
+    pairs = [("triage", "billing"), ("billing", "triage")]
+    idle = judged([handoff(i + 1, *pairs[i % 2], evidence=None) for i in range(6)])
+    assert (idle.verdict.kind, idle.verdict.step_kind, idle.transitions[0].step) == ("stuck", "handoff", 4)
+    busy: list[Step] = []
+    for i in range(6):
+        busy.append(handoff(10 * i + 1, *pairs[i % 2], evidence=None))
+        busy.append(step(10 * i + 2, "tool", "lookup", '{"id": 1}', f"invoice {i}"))
+    judge = judged(busy)
+    assert judge.verdict.kind == "working" and judge.stop is None

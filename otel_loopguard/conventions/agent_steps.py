@@ -1,0 +1,214 @@
+"""Span attributes -> hand-off and model-turn steps (the kinds of step that are not tool calls).
+
+Called where tool and model spans are read (the processor, ``serve``'s trace table, ``audit``'s collector); each
+function looks at one span and answers None for any span it is not about, cheaply (a name or tool-name test first).
+
+Hand-offs, as the instrumentations record them (checked against fixtures recorded from the real packages):
+
+* OpenAI Agents SDK under OpenInference: a TOOL span ``handoff to <Agent>``, the from-agent in ``input.value`` and
+  the to-agent in ``output.value``;
+* OpenAI Agents SDK under Logfire: a ``Handoff: A → B`` span with ``from_agent`` and ``to_agent``;
+* ``transfer_to_<agent>`` tool calls (OpenAI Agents SDK's handoff tools, LangGraph supervisor and swarm) and Google
+  ADK's ``transfer_to_agent(agent_name=...)``: their output (a Command holding the tool-call id; a fresh ``adk-`` id)
+  differs on every call, so it is never evidence;
+* CrewAI's ``Delegate work to coworker`` tool with ``{task, context, coworker}``: the coworker's answer is evidence.
+
+A hand-off without evidence of its own gets, in its sequence, the digest of what the trace did since the previous
+hand-off (:class:`~otel_loopguard.core.agent_steps.Lanes`): agents that hand a task back and forth doing nothing
+in between are stuck; agents whose work in between changes are working.
+
+A model turn is a model span whose output is assistant text without a tool call: its signature is the normalised
+text's digest, its evidence the digest of the input messages after the last assistant message (what is new since
+the model last spoke), None when the input was not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from ..core.agent_steps import LANE_SPAN_BIT, tail_repetition, text_digest
+from ..core.engine import AGENT_ARROW
+from ..core.judge import Step
+from ..core.model import STEP_HANDOFF, STEP_MODEL, ToolCall
+from . import names as n
+
+__all__ = ["MAX_AGENT_NAME", "handoff_of_span", "handoff_of_tool", "model_step"]
+
+#: Agent names are cut to this many characters (they reach events and messages).
+MAX_AGENT_NAME = 64
+_UNKNOWN_AGENT = "(unknown agent)"
+_NS = 1e-9
+
+
+def _agent(value: Any) -> str:
+    if isinstance(value, str):
+        text = value.strip().strip('"')
+        if text.startswith("{"):  # OpenInference may write {"assistant": "Name"}
+            decoded = _decoded(text)
+            if isinstance(decoded, dict) and len(decoded) == 1:
+                text = str(next(iter(decoded.values())))
+        if text:
+            return text[:MAX_AGENT_NAME]
+    return _UNKNOWN_AGENT
+
+
+def _handoff(step_fields: tuple[int, int | None, int, int], source: str, target: str, arguments: Any,
+             result: Any = None, result_captured: bool = False) -> Step:
+    span_id, parent, start_ns, end_ns = step_fields
+    call = ToolCall(tool=source + AGENT_ARROW + target, arguments=arguments, result=result,
+                    result_captured=result_captured, start=start_ns * _NS if start_ns else None,
+                    end=end_ns * _NS if end_ns else None)
+    return Step(span_id=span_id, parent_span_id=parent, start_ns=start_ns, end_ns=end_ns, call=call,
+                agent=source, kind=STEP_HANDOFF)
+
+
+def handoff_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,
+                    start_ns: int, end_ns: int) -> Step | None:
+    """The hand-off step of a span that is not a tool span (Logfire's ``Handoff: A → B``), else None."""
+    if not span_name.startswith(n.LOGFIRE_HANDOFF_SPAN_PREFIX):
+        return None
+    source, target = attrs.get(n.LOGFIRE_FROM_AGENT), attrs.get(n.LOGFIRE_TO_AGENT)
+    if source is None or target is None:
+        return None
+    return _handoff((span_id, parent_span_id, start_ns, end_ns), _agent(source), _agent(target), None)
+
+
+def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
+                    agent_name: Callable[..., str | None] | None = None) -> Step | None:
+    """The hand-off that a tool span's step stands for (a transfer or delegation tool), else None.
+
+    Args:
+        step: the tool span's step, as the tool conventions read it.
+        attrs, span_name: the span's.
+        agent_name: the extractor's ``agent_name`` (called with the attributes and ``name=``), for a step read
+            without its agent: the agent that calls a transfer tool is the one handing off.
+    """
+    call = step.call
+    if call is None:
+        return None
+    tool = call.tool
+    if not (tool.startswith(n.TRANSFER_TOOL_PREFIX) or tool == n.CREWAI_DELEGATE_TOOL
+            or span_name.startswith(n.OI_HANDOFF_SPAN_PREFIX)):
+        return None
+    if step.agent is None and agent_name is not None:
+        step = msgspec.structs.replace(step, agent=agent_name(attrs, name=span_name))
+    fields = (step.span_id, step.parent_span_id, step.start_ns, step.end_ns)
+    if span_name.startswith(n.OI_HANDOFF_SPAN_PREFIX):
+        target = attrs.get(n.OI_OUTPUT_VALUE) or span_name[len(n.OI_HANDOFF_SPAN_PREFIX):]
+        return _handoff(fields, _agent(attrs.get(n.OI_INPUT_VALUE)), _agent(target), None)
+    if tool.startswith(n.TRANSFER_TOOL_PREFIX):
+        args = _decoded(call.arguments)
+        if tool == n.ADK_TRANSFER_TOOL and isinstance(args, dict):
+            target = args.get(n.ADK_TRANSFER_AGENT_ARGUMENT)
+        else:
+            target = tool[len(n.TRANSFER_TOOL_PREFIX):]
+        return _handoff(fields, _agent(step.agent), _agent(target), args)
+    if tool == n.CREWAI_DELEGATE_TOOL:
+        args = _decoded(call.arguments)
+        if not isinstance(args, dict):
+            return None
+        task = {key: value for key, value in args.items() if key != n.CREWAI_COWORKER_ARGUMENT}
+        return _handoff(fields, _agent(step.agent), _agent(args.get(n.CREWAI_COWORKER_ARGUMENT)), task,
+                        call.result, call.result_captured and call.error is None)
+    return None
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return value
+    return value
+
+
+# -- model turns -------------------------------------------------------------------------------------------------------
+
+def model_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int,
+               agent: str | None) -> Step | None:
+    """The model-turn step of a model span whose output is assistant text without a tool call, else None.
+
+    Its span id is the model span's with :data:`~otel_loopguard.core.agent_steps.LANE_SPAN_BIT` set, so the
+    span's usage step and its turn are two steps of the trace.
+    """
+    output = _output(attrs)
+    if output is None:
+        return None
+    text, calls = output
+    if calls or not text:
+        return None
+    news = _news(attrs)
+    call = ToolCall(tool=(agent or "model")[:MAX_AGENT_NAME], arguments=text_digest(text),
+                    result=news, result_captured=news is not None,
+                    start=start_ns * _NS if start_ns else None, end=end_ns * _NS if end_ns else None)
+    return Step(span_id=span_id | LANE_SPAN_BIT, parent_span_id=parent_span_id, start_ns=start_ns, end_ns=end_ns,
+                call=call, agent=agent, kind=STEP_MODEL, chunk=tail_repetition(text))
+
+
+def _output(attrs: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """(assistant text, whether a tool call was asked for) of a model span, or None when no output was recorded."""
+    messages = _json_list(attrs.get(n.GEN_AI_OUTPUT_MESSAGES))
+    if messages is not None:
+        texts, calls = [], False
+        for message in messages:
+            for part in message.get("parts", ()) if isinstance(message, dict) else ():
+                if isinstance(part, dict):
+                    if part.get("type") == "text" and isinstance(part.get("content"), str):
+                        texts.append(part["content"])
+                    elif part.get("type") == "tool_call":
+                        calls = True
+        return "\n".join(texts), calls
+    flat = _flattened(attrs, n.OI_OUTPUT_MESSAGES_PREFIX, "message.") or _flattened(attrs,
+                                                                                   n.GEN_AI_COMPLETION_PREFIX, "")
+    if not flat:
+        return None
+    texts, calls = [], False
+    for fields in flat:
+        calls = calls or any("tool_call" in key or "function_call" in key for key in fields)
+        texts.extend(v for k, v in sorted(fields.items()) if isinstance(v, str) and _is_text(k))
+    return "\n".join(texts), calls
+
+
+def _news(attrs: Mapping[str, Any]) -> str | None:
+    """The digest of the input messages after the last assistant message, or None when no input was recorded."""
+    messages = _json_list(attrs.get(n.GEN_AI_INPUT_MESSAGES))
+    if messages is not None:
+        rows = [(str(m.get("role", "")), msgspec.json.encode(m.get("parts", m.get("content"))).decode())
+                for m in messages if isinstance(m, dict)]
+    else:
+        flat = _flattened(attrs, n.OI_INPUT_MESSAGES_PREFIX, "message.") or _flattened(attrs,
+                                                                                     n.GEN_AI_PROMPT_PREFIX, "")
+        if not flat:
+            return None
+        rows = [(str(fields.get("role", "")), repr(sorted(fields.items()))) for fields in flat]
+    last = max((i for i, (role, _) in enumerate(rows) if role in ("assistant", "model")), default=-1)
+    return text_digest("\n".join(f"{role}: {content}" for role, content in rows[last + 1:]))
+
+
+def _is_text(key: str) -> bool:
+    return key == "content" or key.endswith("message_content.text")
+
+
+def _json_list(value: Any) -> list[Any] | None:
+    if isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return None
+    return value if isinstance(value, list) else None
+
+
+def _flattened(attrs: Mapping[str, Any], prefix: str, inner: str) -> list[dict[str, Any]]:
+    """Flattened messages ``<prefix><i>.<inner><field>`` as one dict of fields per message, in index order."""
+    by_index: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix):].partition(".")
+        if not index.isdigit() or not rest.startswith(inner):
+            continue
+        by_index.setdefault(int(index), {})[rest[len(inner):]] = value
+    return [by_index[i] for i in sorted(by_index)]
