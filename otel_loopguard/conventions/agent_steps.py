@@ -29,17 +29,20 @@ from typing import Any
 
 import msgspec
 
-from ..core.agent_steps import LANE_SPAN_BIT, tail_repetition, text_digest
+from ..core.agent_steps import LANE_SPAN_BIT, NEWS_ONLY, tail_repetition, text_digest
+from ..core.config import normalize_key
 from ..core.engine import AGENT_ARROW
 from ..core.judge import Step
 from ..core.model import STEP_HANDOFF, STEP_MODEL, ToolCall
 from . import names as n
 
-__all__ = ["MAX_AGENT_NAME", "handoff_of_span", "handoff_of_tool", "model_step"]
+__all__ = ["MAX_AGENT_NAME", "handoff_of_span", "handoff_of_tool", "lane_step_of_span", "model_step"]
 
 #: Agent names are cut to this many characters (they reach events and messages).
 MAX_AGENT_NAME = 64
 _UNKNOWN_AGENT = "(unknown agent)"
+# Keys (folded, last dotted segment) of ids that differ on every message or call.
+_VOLATILE_IDS = frozenset({"id", "callid", "toolcallid", "messageid", "responseid"})
 _NS = 1e-9
 
 
@@ -74,6 +77,16 @@ def handoff_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, pare
     if source is None or target is None:
         return None
     return _handoff((span_id, parent_span_id, start_ns, end_ns), _agent(source), _agent(target), None)
+
+
+def lane_step_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,
+                      start_ns: int, end_ns: int) -> Step | None:
+    """The step of a span that the tool and model conventions do not read: a hand-off span (Logfire), or a model
+    call recorded without an operation name (Logfire's streamed ``Chat completion`` span), else None."""
+    step = handoff_of_span(attrs, span_name, span_id, parent_span_id, start_ns, end_ns)
+    if step is None and n.GEN_AI_REQUEST_MODEL in attrs:
+        step = model_step(attrs, span_id, parent_span_id, start_ns, end_ns, None)
+    return step
 
 
 def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
@@ -138,7 +151,15 @@ def model_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | Non
     if output is None:
         return None
     text, calls = output
-    if calls or not text:
+    if calls:
+        # Not a model turn (its tool calls are judged), but what it was given is news for the next hand-off.
+        news = _news(attrs)
+        if news is None:
+            return None
+        return Step(span_id=span_id | LANE_SPAN_BIT, parent_span_id=parent_span_id, start_ns=start_ns, end_ns=end_ns,
+                    call=ToolCall(tool=NEWS_ONLY, arguments=text_digest(text) if text else None, result=news,
+                                  result_captured=True), kind=STEP_MODEL)
+    if not text:
         return None
     news = _news(attrs)
     call = ToolCall(tool=(agent or "model")[:MAX_AGENT_NAME], arguments=text_digest(text),
@@ -152,40 +173,96 @@ def _output(attrs: Mapping[str, Any]) -> tuple[str, bool] | None:
     """(assistant text, whether a tool call was asked for) of a model span, or None when no output was recorded."""
     messages = _json_list(attrs.get(n.GEN_AI_OUTPUT_MESSAGES))
     if messages is not None:
-        texts, calls = [], False
-        for message in messages:
-            for part in message.get("parts", ()) if isinstance(message, dict) else ():
-                if isinstance(part, dict):
-                    if part.get("type") == "text" and isinstance(part.get("content"), str):
-                        texts.append(part["content"])
-                    elif part.get("type") == "tool_call":
-                        calls = True
-        return "\n".join(texts), calls
+        return _parts_output(messages)
     flat = _flattened(attrs, n.OI_OUTPUT_MESSAGES_PREFIX, "message.") or _flattened(attrs,
                                                                                    n.GEN_AI_COMPLETION_PREFIX, "")
-    if not flat:
-        return None
+    if flat:
+        texts, calls = [], False
+        for fields in flat:
+            calls = calls or any("tool_call" in key or "function_call" in key for key in fields)
+            texts.extend(v for k, v in sorted(fields.items()) if isinstance(v, str) and _is_text(k))
+        return "\n".join(texts), calls
+    for key in (n.LOGFIRE_RESPONSE, n.LOGFIRE_OUTPUT, n.OI_OUTPUT_VALUE):
+        items = _response_items(attrs.get(key))
+        if items is not None:
+            return _items_output(items)
+    return None
+
+
+def _parts_output(messages: list[Any]) -> tuple[str, bool]:
+    """GenAI ``gen_ai.output.messages``: text parts, and whether a ``tool_call`` part is there."""
     texts, calls = [], False
-    for fields in flat:
-        calls = calls or any("tool_call" in key or "function_call" in key for key in fields)
-        texts.extend(v for k, v in sorted(fields.items()) if isinstance(v, str) and _is_text(k))
+    for message in messages:
+        for part in message.get("parts", ()) if isinstance(message, dict) else ():
+            if isinstance(part, dict):
+                if part.get("type") == "text" and isinstance(part.get("content"), str):
+                    texts.append(part["content"])
+                elif part.get("type") == "tool_call":
+                    calls = True
+    return "\n".join(texts), calls
+
+
+def _response_items(value: Any) -> list[Any] | None:
+    """The ``output`` items of an OpenAI Responses object (or of the first of a list of them), else None."""
+    if not isinstance(value, str) or '"output"' not in value:
+        return None
+    try:
+        decoded = msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(decoded, list) and decoded:
+        decoded = decoded[0]
+    if isinstance(decoded, dict) and decoded.get("object") == "response" and isinstance(decoded.get("output"), list):
+        return decoded["output"]
+    return None
+
+
+def _items_output(items: list[Any]) -> tuple[str, bool]:
+    """Responses output items: the text of ``message`` items, and whether a ``function_call`` item is there."""
+    texts, calls = [], False
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            calls = True
+        for part in item.get("content") or () if item.get("type") == "message" else ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
     return "\n".join(texts), calls
 
 
 def _news(attrs: Mapping[str, Any]) -> str | None:
     """The digest of the input messages after the last assistant message, or None when no input was recorded."""
     messages = _json_list(attrs.get(n.GEN_AI_INPUT_MESSAGES))
-    if messages is not None:
-        rows = [(str(m.get("role", "")), msgspec.json.encode(m.get("parts", m.get("content"))).decode())
-                for m in messages if isinstance(m, dict)]
-    else:
-        flat = _flattened(attrs, n.OI_INPUT_MESSAGES_PREFIX, "message.") or _flattened(attrs,
-                                                                                     n.GEN_AI_PROMPT_PREFIX, "")
-        if not flat:
+    if messages is None:
+        messages = _json_list(attrs.get(n.LOGFIRE_RAW_INPUT)) or _json_list(attrs.get(n.LOGFIRE_INPUT))
+    if messages is None:
+        messages = _flattened(attrs, n.OI_INPUT_MESSAGES_PREFIX, "message.") or _flattened(
+            attrs, n.GEN_AI_PROMPT_PREFIX, "")
+        if not messages:
             return None
-        rows = [(str(fields.get("role", "")), repr(sorted(fields.items()))) for fields in flat]
+    rows = [(_role(m), msgspec.json.encode(_stable(m), order="sorted").decode())
+            for m in messages if isinstance(m, dict)]
     last = max((i for i, (role, _) in enumerate(rows) if role in ("assistant", "model")), default=-1)
     return text_digest("\n".join(f"{role}: {content}" for role, content in rows[last + 1:]))
+
+
+def _stable(value: Any) -> Any:
+    """``value`` without the ids every call or message gets anew (a tool-call id, a message id): news is what was
+    said, not which call said it."""
+    if isinstance(value, dict):
+        return {key: _stable(item) for key, item in value.items()
+                if normalize_key(key.rsplit(".", 1)[-1]) not in _VOLATILE_IDS}
+    if isinstance(value, list):
+        return [_stable(item) for item in value]
+    return value
+
+
+def _role(message: dict[str, Any]) -> str:
+    # A Responses function_call item is the assistant's; its function_call_output is news (a tool result).
+    if message.get("type") == "function_call":
+        return "assistant"
+    return str(message.get("role", message.get("type", "")))
 
 
 def _is_text(key: str) -> bool:

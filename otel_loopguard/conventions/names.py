@@ -207,6 +207,12 @@ CREWAI_COWORKER_ARGUMENT = "coworker"
 # Model-turn text: OpenInference flattened messages, OpenLLMetry's gen_ai.completion.N / gen_ai.prompt.K.
 OI_OUTPUT_MESSAGES_PREFIX = "llm.output_messages."
 OI_INPUT_MESSAGES_PREFIX = "llm.input_messages."
+#: OpenAI Responses objects as Logfire records them (``response``, or ``output`` for a streamed generation, whose
+#: OpenInference span has it in ``output.value``) and their input items (``raw_input``, or chat messages ``input``).
+LOGFIRE_RESPONSE = "response"
+LOGFIRE_OUTPUT = "output"
+LOGFIRE_RAW_INPUT = "raw_input"
+LOGFIRE_INPUT = "input"
 
 # --- Emitted for steps that are not tool calls ---------------------------------------------------------------------
 #: The kind of the judged steps: ``tool``, ``handoff``, ``agent`` or ``model`` (low cardinality: four values).

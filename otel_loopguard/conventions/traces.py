@@ -23,12 +23,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
+from ..core.agent_steps import NEWS_ONLY
 from ..core.config import LoopGuardConfig
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from ..core.model import ToolCall
-from .agent_steps import handoff_of_span, handoff_of_tool, model_step
+from ..core.model import STEP_HANDOFF, ToolCall
+from .agent_steps import handoff_of_tool, lane_step_of_span, model_step
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -158,8 +159,8 @@ def _turn_bytes(turn: Turn) -> int:
 class _Held:
     """One trace held until the input ends."""
 
-    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "results", "sources", "tools", "turn_ids",
-                 "turns", "unread")
+    __slots__ = ("best", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "results", "sources", "tools",
+                 "turn_ids", "turns", "unread")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -170,6 +171,9 @@ class _Held:
         # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
         self.results: dict[str, tuple[tuple[int, int], Any]] = {}
         self.tools = False
+        # Hand-off steps were held; the news of model calls that asked for tools, given to the judge only then.
+        self.handoffs = False
+        self.news: list[Step] = []
         self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
@@ -247,7 +251,14 @@ class TraceCollector:
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
             step = self._reader.tool_step(span, row)
-            step = handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name) or step
+            handoff = handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)
+            if handoff is not None:
+                # A tool span all the same: the trace's calls are read from tool spans, not model messages.
+                self._add_lane_step(held, handoff)
+                if not held.tools:
+                    held.tools = True
+                    self._drop_messages(held)
+                return self._release_oldest() if self._bytes > self._max_bytes else []
             judge = held.judge
             if judge is None:
                 judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
@@ -279,8 +290,8 @@ class TraceCollector:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
         else:
-            self._add_lane_step(held, handoff_of_span(attrs, span.name, span.span_id, span.parent_span_id,
-                                                      span.start_ns, span.end_ns))
+            self._add_lane_step(held, lane_step_of_span(attrs, span.name, span.span_id, span.parent_span_id,
+                                                        span.start_ns, span.end_ns))
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
@@ -310,6 +321,14 @@ class TraceCollector:
         """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind)."""
         if step is None:
             return
+        if step.call is not None and step.call.tool == NEWS_ONLY and not held.handoffs:
+            held.news.append(step)
+            return
+        if step.kind == STEP_HANDOFF and not held.handoffs:
+            held.handoffs = True
+            for news in held.news:
+                self._add_lane_step(held, news)
+            held.news = []
         judge = held.judge
         if judge is None:
             judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)

@@ -26,6 +26,7 @@ from .model import STEP_AGENT, STEP_HANDOFF, STEP_MODEL, STUCK, UNCERTAIN, Inter
 __all__ = [
     "LANE_SPAN_BIT",
     "MAX_CHUNK_CHARS",
+    "NEWS_ONLY",
     "OUTPUT_TAIL_BYTES",
     "Lanes",
     "tail_repetition",
@@ -41,6 +42,10 @@ MAX_CHUNK_CHARS = 1024
 #: Set in the span id of a step read from a span that also gives another step (a model span's turn beside its usage):
 #: no real span id has it (they are 64-bit), so the judge's de-duplication keeps both.
 LANE_SPAN_BIT = 1 << 64
+
+#: The ``tool`` of a model step that is only news for the next hand-off (a model call that asked for tools: its new
+#: input, such as the tool results it was given, is what the agents received since the last hand-off); never judged.
+NEWS_ONLY = "\x00news"
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w")
@@ -125,6 +130,9 @@ class Lanes:
         """Judge one step of ``kind`` in its lane; None when that kind is switched off."""
         if not self.enabled(kind):
             return None
+        if call.tool == NEWS_ONLY:
+            self.note(call)
+            return None
         lane = self._states.get(kind)
         if lane is None:
             engine = self._engine.for_kind(kind)  # type: ignore[arg-type]
@@ -132,6 +140,8 @@ class Lanes:
         engine, state = lane
         if kind == STEP_MODEL:
             self.note(call)
+            if call.tool == NEWS_ONLY:
+                return None
         elif not call.result_captured:
             # A hand-off carrying no state: its evidence is what the agents did since the last one.
             call = ToolCall(tool=call.tool, arguments=call.arguments, arguments_captured=call.arguments_captured,

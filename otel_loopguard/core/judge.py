@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from .agent_steps import Lanes
+from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
 from .model import STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
@@ -868,6 +868,8 @@ class TraceJudge:
         """A hand-off, sub-agent invocation or model turn through its kind's sequence (not a tool call)."""
         lanes = self._lanes
         if lanes is None:
+            if call.tool == NEWS_ONLY:
+                return None  # news matters only after a hand-off: a trace without one stays without lanes
             lanes = self._lanes = Lanes(self._engine)
         return lanes.observe(step.kind, call, step.chunk, untimed_at)
 
