@@ -36,7 +36,19 @@ from ..core.judge import Step
 from ..core.model import STEP_HANDOFF, STEP_MODEL, ToolCall
 from . import names as n
 
-__all__ = ["MAX_AGENT_NAME", "handoff_of_span", "handoff_of_tool", "lane_step_of_span", "model_step"]
+__all__ = [
+    "HANDOFF_MARKERS",
+    "MAX_AGENT_NAME",
+    "handoff_of_span",
+    "handoff_of_tool",
+    "is_handoff_tool",
+    "lane_step_of_span",
+    "model_step",
+]
+
+#: Attribute keys of a hand-off span that no tool or model convention marks (Logfire's ``Handoff`` span): a live
+#: reader that looks only at marked spans adds these.
+HANDOFF_MARKERS = frozenset({n.LOGFIRE_FROM_AGENT})
 
 #: Agent names are cut to this many characters (they reach events and messages).
 MAX_AGENT_NAME = 64
@@ -89,6 +101,12 @@ def lane_step_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, pa
     return step
 
 
+def is_handoff_tool(tool: str, span_name: str) -> bool:
+    """Whether a tool span may be a hand-off (a cheap test of names before :func:`handoff_of_tool` reads it)."""
+    return (tool.startswith(n.TRANSFER_TOOL_PREFIX) or tool == n.CREWAI_DELEGATE_TOOL
+            or span_name.startswith(n.OI_HANDOFF_SPAN_PREFIX))
+
+
 def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
                     agent_name: Callable[..., str | None] | None = None) -> Step | None:
     """The hand-off that a tool span's step stands for (a transfer or delegation tool), else None.
@@ -103,8 +121,7 @@ def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
     if call is None:
         return None
     tool = call.tool
-    if not (tool.startswith(n.TRANSFER_TOOL_PREFIX) or tool == n.CREWAI_DELEGATE_TOOL
-            or span_name.startswith(n.OI_HANDOFF_SPAN_PREFIX)):
+    if not is_handoff_tool(tool, span_name):
         return None
     if step.agent is None and agent_name is not None:
         step = msgspec.structs.replace(step, agent=agent_name(attrs, name=span_name))
@@ -141,8 +158,12 @@ def _decoded(value: Any) -> Any:
 # -- model turns -------------------------------------------------------------------------------------------------------
 
 def model_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int,
-               agent: str | None) -> Step | None:
+               agent: str | None, *, with_news: bool = True) -> Step | None:
     """The model-turn step of a model span whose output is assistant text without a tool call, else None.
+
+    A model call that asked for tools gives, with ``with_news``, a step that is only news for the next hand-off
+    (:data:`~otel_loopguard.core.agent_steps.NEWS_ONLY`): the live processor asks for it only once its trace had
+    a hand-off (reading a model call's input costs, and before a hand-off it is not needed).
 
     Its span id is the model span's with :data:`~otel_loopguard.core.agent_steps.LANE_SPAN_BIT` set, so the
     span's usage step and its turn are two steps of the trace.
@@ -151,13 +172,15 @@ def model_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | Non
     if output is None:
         return None
     text, calls = output
+    if calls and not with_news:
+        return None
     if calls:
         # Not a model turn (its tool calls are judged), but what it was given is news for the next hand-off.
-        news = _news(attrs)
-        if news is None:
+        given = _news(attrs)
+        if given is None:
             return None
         return Step(span_id=span_id | LANE_SPAN_BIT, parent_span_id=parent_span_id, start_ns=start_ns, end_ns=end_ns,
-                    call=ToolCall(tool=NEWS_ONLY, arguments=text_digest(text) if text else None, result=news,
+                    call=ToolCall(tool=NEWS_ONLY, arguments=text_digest(text) if text else None, result=given,
                                   result_captured=True), kind=STEP_MODEL)
     if not text:
         return None
@@ -177,7 +200,8 @@ def _output(attrs: Mapping[str, Any]) -> tuple[str, bool] | None:
     flat = _flattened(attrs, n.OI_OUTPUT_MESSAGES_PREFIX, "message.") or _flattened(attrs,
                                                                                    n.GEN_AI_COMPLETION_PREFIX, "")
     if flat:
-        texts, calls = [], False
+        texts: list[str] = []
+        calls = False
         for fields in flat:
             calls = calls or any("tool_call" in key or "function_call" in key for key in fields)
             texts.extend(v for k, v in sorted(fields.items()) if isinstance(v, str) and _is_text(k))
@@ -212,8 +236,10 @@ def _response_items(value: Any) -> list[Any] | None:
         return None
     if isinstance(decoded, list) and decoded:
         decoded = decoded[0]
-    if isinstance(decoded, dict) and decoded.get("object") == "response" and isinstance(decoded.get("output"), list):
-        return decoded["output"]
+    if isinstance(decoded, dict) and decoded.get("object") == "response":
+        output = decoded.get("output")
+        if isinstance(output, list):
+            return output
     return None
 
 

@@ -530,6 +530,11 @@ class TraceJudge:
         return self.state.verdict if lanes is None else lanes.worst(self.state.verdict)
 
     @property
+    def has_lanes(self) -> bool:
+        """Whether steps of another kind than tool calls (hand-offs, model turns) were judged in the trace."""
+        return self._lanes is not None
+
+    @property
     def steps(self) -> int:
         """Tool calls judged so far."""
         return self.state.steps
