@@ -39,6 +39,7 @@ from . import names as n
 __all__ = [
     "HANDOFF_MARKERS",
     "MAX_AGENT_NAME",
+    "ORIGIN_LANE_SPAN",
     "handoff_of_span",
     "handoff_of_tool",
     "is_handoff_tool",
@@ -50,6 +51,9 @@ __all__ = [
 #: reader that looks only at marked spans adds these.
 HANDOFF_MARKERS = frozenset({n.LOGFIRE_FROM_AGENT})
 
+#: :attr:`Step.origin` of a step read from a span that is not a tool span (no nesting rule names it): a reader
+#: that tells whether a trace has tool spans leaves these out.
+ORIGIN_LANE_SPAN = "lane"
 #: Agent names are cut to this many characters (they reach events and messages).
 MAX_AGENT_NAME = 64
 _UNKNOWN_AGENT = "(unknown agent)"
@@ -98,7 +102,7 @@ def lane_step_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, pa
     step = handoff_of_span(attrs, span_name, span_id, parent_span_id, start_ns, end_ns)
     if step is None and n.GEN_AI_REQUEST_MODEL in attrs:
         step = model_step(attrs, span_id, parent_span_id, start_ns, end_ns, None)
-    return step
+    return None if step is None else msgspec.structs.replace(step, origin=ORIGIN_LANE_SPAN)
 
 
 def is_handoff_tool(tool: str, span_name: str) -> bool:
