@@ -251,20 +251,9 @@ class TraceCollector:
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
             step = self._reader.tool_step(span, row)
-            handoff = handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)
-            if handoff is not None:
-                # A tool span all the same: the trace's calls are read from tool spans, not model messages.
-                self._add_lane_step(held, handoff)
-                if not held.tools:
-                    held.tools = True
-                    self._drop_messages(held)
-                return self._release_oldest() if self._bytes > self._max_bytes else []
-            judge = held.judge
-            if judge is None:
-                judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
-            before = judge.kept_bytes
-            if judge.add(step):
-                self._bytes += judge.kept_bytes - before
+            if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
+                self._add_lane_step(held, handoff)  # a tool span all the same (its trace reads tool spans)
+            elif self._hold(held, step):
                 call = step.call
                 if call is not None:
                     if call.arguments_captured and call.result_captured:
@@ -273,11 +262,9 @@ class TraceCollector:
                         held.unread.tool(attrs, call.arguments_captured, call.result_captured,
                                          [(name, ev) for name, _, ev in span.events],
                                          self._reader.extractor.convention(attrs, span.name))
-                if not held.tools:
-                    held.tools = True
-                    self._drop_messages(held)
-            else:
-                self.duplicates += 1
+            if not held.tools:
+                held.tools = True
+                self._drop_messages(held)
         elif role == ROLE_LLM:
             turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
                                                      span.start_ns, span.end_ns, messages=not held.tools,
@@ -289,7 +276,7 @@ class TraceCollector:
         elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
-        else:
+        else:  # a hand-off or model call no tool or model convention reads (Logfire's)
             self._add_lane_step(held, lane_step_of_span(attrs, span.name, span.span_id, span.parent_span_id,
                                                         span.start_ns, span.end_ns))
         if self._bytes > self._max_bytes:
@@ -329,14 +316,19 @@ class TraceCollector:
             for news in held.news:
                 self._add_lane_step(held, news)
             held.news = []
+        self._hold(held, step)
+
+    def _hold(self, held: _Held, step: Step) -> bool:
+        """Give a step to the trace's judge (made on first use), counting its bytes; False for a duplicate."""
         judge = held.judge
         if judge is None:
             judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
         before = judge.kept_bytes
         if judge.add(step):
             self._bytes += judge.kept_bytes - before
-        else:
-            self.duplicates += 1
+            return True
+        self.duplicates += 1
+        return False
 
     def _add_turn(self, held: _Held, turn: Turn) -> bool:
         if turn.span_id in held.turn_ids:

@@ -382,7 +382,6 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
-        tool_step = self._reader.tool_step
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -395,21 +394,14 @@ class TraceTable:
                 batch.max_end_ns = span.end_ns
             # One classification per span: the role, and for a tool span the convention row that reads it.
             role, row = read_role(span.attributes, span.name)
-            if role is None:
-                lane = lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id,
-                                         span.start_ns, span.end_ns)
-                if lane is not None:
-                    batch.steps.append((lane, span))
-                continue
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
                 batch.agents.append(span)
             else:
-                step = tool_step(span, row)
-                if is_handoff_tool(step.call.tool if step.call is not None else "", span.name):
-                    step = handoff_of_tool(step, span.attributes, span.name, self._reader.extractor.agent_name) or step
-                batch.steps.append((step, span))
+                step = self._step(span, role, row)
+                if step is not None:
+                    batch.steps.append((step, span))
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
@@ -425,6 +417,17 @@ class TraceTable:
         if unread is not None and notes:
             unread.extend(_merged(notes))
         return events, tools, finished, started
+
+    def _step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
+        """The step of a tool span (a transfer or delegation tool read as a hand-off), or of a span no convention
+        reads that is a hand-off or a model call (Logfire's); None for any other span."""
+        if role is None:
+            return lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                     span.end_ns)
+        step = self._reader.tool_step(span, row)
+        if is_handoff_tool(step.call.tool if step.call is not None else "", span.name):
+            step = handoff_of_tool(step, span.attributes, span.name, self._reader.extractor.agent_name) or step
+        return step
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
