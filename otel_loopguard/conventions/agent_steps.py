@@ -172,6 +172,10 @@ def model_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | Non
     Its span id is the model span's with :data:`~otel_loopguard.core.agent_steps.LANE_SPAN_BIT` set, so the
     span's usage step and its turn are two steps of the trace.
     """
+    if not with_news:
+        raw = attrs.get(n.GEN_AI_OUTPUT_MESSAGES)
+        if raw.__class__ is str and '"tool_call"' in raw:
+            return None  # the usual model span of an agent asking for tools, told without decoding it
     output = _output(attrs)
     if output is None:
         return None
