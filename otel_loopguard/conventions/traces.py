@@ -252,7 +252,8 @@ class TraceCollector:
         if role == ROLE_TOOL:
             step = self._reader.tool_step(span, row)
             if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
-                self._add_lane_step(held, handoff)  # a tool span all the same (its trace reads tool spans)
+                self._add_lane_step(held, handoff)  # a tool span all the same, read
+                held.unread.tool_read()
             elif self._hold(held, step):
                 call = step.call
                 if call is not None:

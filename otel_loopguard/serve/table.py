@@ -551,7 +551,9 @@ class TraceTable:
             if add(step):
                 added += 1
                 call = step.call
-                if call is not None and step.kind == STEP_TOOL:
+                if call is not None and step.kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:
+                    tool(span.attributes, True, True)  # a hand-off tool span: read
+                elif call is not None and step.kind == STEP_TOOL:
                     if call.arguments_captured and call.result_captured:
                         tool(span.attributes, True, True)
                     else:

@@ -32,3 +32,6 @@ def test_audit_judges_each_kind_of_step(path: Path, want: Expected, capsys: pyte
     assert report["steps_used"] == want.tool_calls  # tool calls only: the other kinds are counted apart
     if want.chunk is not None:
         assert (report["chunk_length"], report["chunk_count"]) == want.chunk
+    if want.transitions is not None:
+        assert tuple((t["step"], t["to"], t.get("step_kind", "tool")) for t in report["transitions"]) == (
+            want.transitions)

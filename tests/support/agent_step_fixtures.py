@@ -15,6 +15,17 @@ Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` an
   hand-offs' evidence then comes from the model calls' new input alone, which holds the new invoice too).
 * ``chat_repeat``: four model turns with the same answer; the first turn's news is the question, the next three's
   "Please try again.", so turns 1-3 repeat with the same evidence: stuck at index 3, period 1.
+* ``supervisor_bouncing`` (LangGraph ``create_supervisor``, OpenInference): eight ``transfer_to_<worker>`` calls
+  alternating researcher / writer, each worker answering the same text every time. The transfer tool spans name no
+  calling agent, so the hand-offs are ``(unknown agent) → researcher`` and ``→ writer``. Their evidence is what
+  happened since the previous transfer: for the first, the supervisor's question; for every later one, the previous
+  worker's answer and the supervisor's hand-back message, the same for each direction. So, as for the Agents SDK
+  ping-pong, the hand-offs are stuck at index 6 with period 2. The workers' answers are model turns too (the LLM
+  spans name no agent: "model"): researcher, writer, researcher ... each with the same news (the transfer's
+  tool message). The researcher's answer is at indices 0, 2 and 4, so at 4 it is stuck by frequency, the first
+  stuck transition of the trace. The supervisor's closing answer (index 8) is new: the model sequence works again.
+  Final: the hand-offs' stuck verdict.
+* ``supervisor_healthy``: as many transfers, every worker answer new: working.
 * ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
   again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
 """
@@ -41,6 +52,8 @@ class Expected:
     stuck_at: int | None = None
     chunk: tuple[int, int] | None = None
     tool_calls: int = 0
+    #: (step, to, step kind) of every transition, in the order the judge told them, when pinned.
+    transitions: tuple[tuple[int, str, str], ...] | None = None
 
 
 EXPECTED = {
@@ -48,6 +61,14 @@ EXPECTED = {
     "handoff_healthy": Expected("working", "none", None, None, tool_calls=8),
     "chat_repeat": Expected("stuck", "period", 1, "model", ("model",), 3),
     "degenerate_output": Expected("stuck", "output_repetition", 1, "model", ("model",), 0, (34, 40)),
+}
+
+
+SUPERVISOR = {
+    "supervisor_bouncing": Expected(
+        "stuck", "period", 2, "handoff", ("(unknown agent)", "researcher", "writer"), 4,
+        transitions=((4, "stuck", "model"), (6, "stuck", "handoff"), (8, "working", "model"))),
+    "supervisor_healthy": Expected("working", "none", None, None),
 }
 
 
@@ -60,4 +81,6 @@ def cases() -> list[tuple[Path, Expected]]:
                 want = Expected(want.verdict, want.rule, want.period, want.step_kind, want.agents, want.stuck_at,
                                 want.chunk, 0)
             out.append((AGENT_FIXTURES / f"openai_agents_{source}__{scenario}.json", want))
+    for scenario, want in SUPERVISOR.items():
+        out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
     return out
