@@ -217,3 +217,36 @@ LOOPGUARD_WAIT_DEADLINE = "loopguard.wait.deadline"
 LOOPGUARD_EVICTION_REASON = "loopguard.eviction.reason"
 EVENT_EXCEPTION = "exception"
 EXCEPTION_TYPE = "exception.type"
+
+# --- Hand-offs between agents and model turns (read; conventions/agent_steps.py) -------------------------------------
+#: OpenAI Agents SDK under OpenInference: a TOOL span ``handoff to <Agent>`` (from in input.value, to in output.value).
+OI_HANDOFF_SPAN_PREFIX = "handoff to "
+#: OpenAI Agents SDK under Logfire: ``Handoff: A → B`` spans with these attributes (no gen_ai.tool.*).
+LOGFIRE_HANDOFF_SPAN_PREFIX = "Handoff: "
+LOGFIRE_FROM_AGENT = "from_agent"
+LOGFIRE_TO_AGENT = "to_agent"
+#: Hand-off tools: OpenAI Agents SDK and LangGraph ``transfer_to_<agent>``, Google ADK ``transfer_to_agent``.
+TRANSFER_TOOL_PREFIX = "transfer_to_"
+ADK_TRANSFER_TOOL = "transfer_to_agent"
+ADK_TRANSFER_AGENT_ARGUMENT = "agent_name"
+#: CrewAI hierarchical delegation: a TOOL span whose input is ``{task, context, coworker}``.
+CREWAI_DELEGATE_TOOL = "Delegate work to coworker"
+CREWAI_COWORKER_ARGUMENT = "coworker"
+# Model-turn text: OpenInference flattened messages, OpenLLMetry's gen_ai.completion.N / gen_ai.prompt.K.
+OI_OUTPUT_MESSAGES_PREFIX = "llm.output_messages."
+OI_INPUT_MESSAGES_PREFIX = "llm.input_messages."
+#: OpenAI Responses objects as Logfire records them (``response``, or ``output`` for a streamed generation, whose
+#: OpenInference span has it in ``output.value``) and their input items (``raw_input``, or chat messages ``input``).
+LOGFIRE_RESPONSE = "response"
+LOGFIRE_OUTPUT = "output"
+LOGFIRE_RAW_INPUT = "raw_input"
+LOGFIRE_INPUT = "input"
+
+# --- Emitted for steps that are not tool calls ---------------------------------------------------------------------
+#: The kind of the judged steps: ``tool``, ``handoff``, ``agent`` or ``model`` (low cardinality: four values).
+LOOPGUARD_STEP_KIND = "loopguard.step.kind"
+#: The agent names of the repeated cycle (events only, never a metric attribute).
+LOOPGUARD_AGENTS = "loopguard.agents"
+#: A degenerate output: the repeated chunk's length in characters and its count (never its text).
+LOOPGUARD_OUTPUT_CHUNK_LENGTH = "loopguard.output.chunk.length"
+LOOPGUARD_OUTPUT_CHUNK_COUNT = "loopguard.output.chunk.count"

@@ -23,11 +23,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
+from ..core.agent_steps import NEWS_ONLY
 from ..core.config import LoopGuardConfig
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from ..core.model import ToolCall
+from ..core.model import STEP_HANDOFF, ToolCall
+from .agent_steps import handoff_of_tool, lane_step_of_span, model_step
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -157,8 +159,8 @@ def _turn_bytes(turn: Turn) -> int:
 class _Held:
     """One trace held until the input ends."""
 
-    __slots__ = ("best", "judge", "max_end_ns", "order", "partial", "results", "sources", "tools", "turn_ids",
-                 "turns", "unread")
+    __slots__ = ("best", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "results", "sources", "tools",
+                 "turn_ids", "turns", "unread")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -169,6 +171,9 @@ class _Held:
         # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
         self.results: dict[str, tuple[tuple[int, int], Any]] = {}
         self.tools = False
+        # Hand-off steps were held; the news of model calls that asked for tools, given to the judge only then.
+        self.handoffs = False
+        self.news: list[Step] = []
         self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
@@ -246,12 +251,10 @@ class TraceCollector:
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
             step = self._reader.tool_step(span, row)
-            judge = held.judge
-            if judge is None:
-                judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
-            before = judge.kept_bytes
-            if judge.add(step):
-                self._bytes += judge.kept_bytes - before
+            if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
+                self._add_lane_step(held, handoff)  # a tool span all the same, read
+                held.unread.tool_read()
+            elif self._hold(held, step):
                 call = step.call
                 if call is not None:
                     if call.arguments_captured and call.result_captured:
@@ -260,20 +263,23 @@ class TraceCollector:
                         held.unread.tool(attrs, call.arguments_captured, call.result_captured,
                                          [(name, ev) for name, _, ev in span.events],
                                          self._reader.extractor.convention(attrs, span.name))
-                if not held.tools:
-                    held.tools = True
-                    self._drop_messages(held)
-            else:
-                self.duplicates += 1
+            if not held.tools:
+                held.tools = True
+                self._drop_messages(held)
         elif role == ROLE_LLM:
             turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
                                                      span.start_ns, span.end_ns, messages=not held.tools,
                                                      context=False)
             if turn is not None and self._add_turn(held, turn):
                 held.unread.model(attrs)
+                self._add_lane_step(held, model_step(attrs, span.span_id, span.parent_span_id, span.start_ns,
+                                                     span.end_ns, self._reader.extractor.agent_name(attrs)))
         elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
+        else:  # a hand-off or model call no tool or model convention reads (Logfire's)
+            self._add_lane_step(held, lane_step_of_span(attrs, span.name, span.span_id, span.parent_span_id,
+                                                        span.start_ns, span.end_ns))
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
@@ -298,6 +304,32 @@ class TraceCollector:
             self._bytes = 0
             self._last = None
             return [self._report(trace_id, h) for trace_id, h in held]
+
+    def _add_lane_step(self, held: _Held, step: Step | None) -> None:
+        """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind)."""
+        if step is None:
+            return
+        if step.call is not None and step.call.tool == NEWS_ONLY and not held.handoffs:
+            held.news.append(step)
+            return
+        if step.kind == STEP_HANDOFF and not held.handoffs:
+            held.handoffs = True
+            for news in held.news:
+                self._add_lane_step(held, news)
+            held.news = []
+        self._hold(held, step)
+
+    def _hold(self, held: _Held, step: Step) -> bool:
+        """Give a step to the trace's judge (made on first use), counting its bytes; False for a duplicate."""
+        judge = held.judge
+        if judge is None:
+            judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
+        before = judge.kept_bytes
+        if judge.add(step):
+            self._bytes += judge.kept_bytes - before
+            return True
+        self.duplicates += 1
+        return False
 
     def _add_turn(self, held: _Held, turn: Turn) -> bool:
         if turn.span_id in held.turn_ids:

@@ -464,6 +464,11 @@ class LoopGuardConfig:
         max_tool_names: distinct tool names used as metric attributes before the rest become ``_OTHER``.
         max_argument_bytes: arguments or results longer than this are fingerprinted without parsing.
         per_conversation: track state per ``gen_ai.conversation.id`` instead of per trace when present.
+        handoff_steps: judge hand-offs between agents (a sequence of their own per trace).
+        agent_steps: judge sub-agent invocations (an agent span under another agent's span).
+        model_steps: judge model turns that produced the same answer with nothing new in the conversation.
+        output_repetition: judge a single model output whose tail is one chunk repeated.
+        output_repeat_limit: times a chunk must repeat at the end of a model output to count as degenerate.
         redacted_values: placeholders that mean "not recorded" in a call's arguments or result (strings, or
             :class:`RedactedValue` limited to some attributes); an object whose values are all placeholders (as
             arguments or as a result) is not recorded either.
@@ -502,6 +507,11 @@ class LoopGuardConfig:
     max_tool_names: int = _setting(100, check=_positive_int, env=int)
     max_argument_bytes: int = _setting(65_536, check=_positive_int, env=int)
     per_conversation: bool = _setting(False, check=_flag, env=parse_bool)
+    handoff_steps: bool = _setting(True, check=_flag, env=parse_bool)
+    agent_steps: bool = _setting(True, check=_flag, env=parse_bool)
+    model_steps: bool = _setting(True, check=_flag, env=parse_bool)
+    output_repetition: bool = _setting(True, check=_flag, env=parse_bool)
+    output_repeat_limit: int = _setting(10, check=_positive_int, env=int)
     redacted_values: tuple[RedactedValue, ...] = _setting(
         DEFAULT_REDACTED_VALUES, check=_redacted_values, env=_extendable(DEFAULT_REDACTED_VALUES, tuple))
     conventions: Mapping[str, Mapping[str, Any]] = _setting(factory=dict, check=_convention_tables)
@@ -511,6 +521,8 @@ class LoopGuardConfig:
         # Rules that tie settings together.
         if self.min_repetitions < 2:
             raise ConfigError(f"min_repetitions must be at least 2, got {self.min_repetitions!r}")
+        if self.output_repeat_limit < 2:
+            raise ConfigError(f"output_repeat_limit must be at least 2, got {self.output_repeat_limit!r}")
         if self.frequency_limit < 2:
             raise ConfigError(f"frequency_limit must be at least 2, got {self.frequency_limit!r}")
         if self.max_period * self.min_repetitions > self.window:

@@ -34,9 +34,11 @@ from .model import (
     RULE_EVIDENCE,
     RULE_LEASE,
     RULE_NONE,
+    RULE_OUTPUT_REPETITION,
     RULE_PROGRESS,
     RULE_RECOVERED,
     RULE_RETRY,
+    STEP_TOOL,
     STUCK,
     UNCERTAIN,
     WAITING,
@@ -44,6 +46,7 @@ from .model import (
     Intervention,
     Lease,
     Observation,
+    StepKind,
     ToolCall,
     Verdict,
 )
@@ -52,7 +55,10 @@ from .retry import RetryDetector, RetryState
 from .signature import FAILED, ActionSignature, keyed_digest, make_normalizer
 from .window import Call, Repetition, Signatures, ToolRules, Window
 
-__all__ = ["LoopEngine", "TraceState"]
+__all__ = ["AGENT_ARROW", "LoopEngine", "TraceState"]
+
+#: Joins the agents of a hand-off or sub-agent step into its ``tool`` name: ``"triage → billing"``.
+AGENT_ARROW = " → "
 
 # Tools remembered with their settings, and signature digests (tool names and arguments come from spans).
 _MAX_TOOLS = 4096
@@ -141,8 +147,14 @@ class TraceState:
 class LoopEngine:
     """Judges tool calls of traces with the detectors in the documented decision order, then the ladder.
 
+    One engine class judges every kind of step: tool calls, and (through :meth:`for_kind`) hand-offs, sub-agent
+    invocations and model turns, each kind in a sequence of its own. A step of another kind arrives as a
+    :class:`ToolCall` whose ``tool`` names its signature's agents (``"triage → billing"`` for a hand-off, the agent
+    for a model turn), whose arguments are its input (or answer) digest and whose result is its evidence.
+
     Args:
         config: the configuration; the engine is immutable and shared by all traces.
+        step_kind: the kind of step this engine judges; stamped on its verdicts.
         review: a review handler is registered: the default ladder is nudge, review, stop.
     """
 
@@ -150,8 +162,13 @@ class LoopEngine:
     #: that both paths give the same observations.
     fast = True
 
-    def __init__(self, config: LoopGuardConfig | None = None, *, review: bool = False) -> None:
+    def __init__(self, config: LoopGuardConfig | None = None, step_kind: StepKind = STEP_TOOL, *,
+                 review: bool = False) -> None:
         self.config = config or LoopGuardConfig()
+        self.step_kind = step_kind
+        self._review = review
+        # The engines of the other kinds of step, made on first use (:meth:`for_kind`).
+        self._kinds: dict[str, LoopEngine] = {step_kind: self}
         cfg = self.config
         self.normalizer = make_normalizer(cfg.volatile_keys, cfg.max_argument_bytes, dict(cfg.tools))
         self.normalizer_version = self.normalizer.version
@@ -171,11 +188,20 @@ class LoopEngine:
         rungs = cfg.interventions or (INTERVENTIONS if review else ("nudge", "stop"))
         self._ladder = Ladder(cfg.hysteresis, cfg.stop_after, cfg.max_nudges, cfg.max_steps, rungs)
         self._ladder_conclude = self._ladder.conclude
-        self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version)
+        self._working_start = Verdict(WORKING, RULE_NONE, -1, normalizer_version=self.normalizer_version,
+                                      step_kind=step_kind)
         self._max_steps = cfg.max_steps
         self._window_size = cfg.window
 
     # -- public API --------------------------------------------------------
+
+    def for_kind(self, step_kind: StepKind) -> LoopEngine:
+        """The engine (same configuration and key) that judges steps of ``step_kind``; made once, then shared."""
+        engine = self._kinds.get(step_kind)
+        if engine is None:
+            engine = self._kinds[step_kind] = LoopEngine(self.config, step_kind, review=self._review)
+            engine._kinds = self._kinds
+        return engine
 
     def new_state(self) -> TraceState:
         """A fresh state for a new trace."""
@@ -306,7 +332,8 @@ class LoopEngine:
             if previous.rule is RULE_LEASE and previous.step >= 0:
                 verdict = previous
             else:
-                verdict = Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version)
+                verdict = Verdict(WAITING, RULE_LEASE, index, normalizer_version=self.normalizer_version,
+                                  step_kind=self.step_kind)
         else:
             # 2. Repetition: the shortest periodic suffix, else a frequent call; none: working.
             if isinstance(found, bool):  # not looked for yet
@@ -322,25 +349,10 @@ class LoopEngine:
                 if previous.rule is RULE_NONE and previous.kind is WORKING and previous.step >= 0:
                     verdict = previous
                 else:
-                    verdict = Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version)
+                    verdict = Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version,
+                                      step_kind=self.step_kind)
             else:
-                # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
-                # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
-                if repetition.incomplete:
-                    kind, rule = UNCERTAIN, RULE_EVIDENCE
-                elif repetition.retry_applies and state._retry.on and self._retry.explains(state._retry):
-                    # (a retry is explained only while a run of retryable failures is on: most loops never call it)
-                    kind, rule = RETRYING, RULE_RETRY
-                elif repetition.evidence_unchanged():
-                    kind, rule = STUCK, repetition.rule
-                    permanent = repetition.permanent
-                else:
-                    kind, rule = WORKING, RULE_PROGRESS
-                subject = repetition.subject
-                verdict = Verdict(kind, rule, index, period=repetition.period, repetitions=repetition.repetitions,
-                                  cycle_start=repetition.cycle_start, tool=subject.tool,
-                                  signature_digest=self._signature_digest(state, subject),
-                                  normalizer_version=self.normalizer_version)
+                verdict, permanent = self._repetition_verdict(state, repetition, index)
         if previous.kind is STUCK and verdict.kind is WORKING:
             verdict = self._recovery(state, previous, entry)
         if entry is None and verdict.kind == previous.kind:
@@ -353,6 +365,46 @@ class LoopEngine:
             return Observation(index, verdict)
         digest = self.digest(self._signatures.key(entry)) if entry is not None else None
         return Observation(index, verdict, transition, intervention, digest)
+
+    def _repetition_verdict(self, state: TraceState, repetition: Repetition, index: int) -> tuple[Verdict, bool]:
+        """Steps 3-6 of the decision order for a repetition: the verdict, and whether it is a permanent failure."""
+        permanent = False
+        # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
+        # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
+        if repetition.incomplete:
+            kind, rule = UNCERTAIN, RULE_EVIDENCE
+        elif repetition.retry_applies and state._retry.on and self._retry.explains(state._retry):
+            # (a retry is explained only while a run of retryable failures is on: most loops never call it)
+            kind, rule = RETRYING, RULE_RETRY
+        elif repetition.evidence_unchanged():
+            kind, rule = STUCK, repetition.rule
+            permanent = repetition.permanent
+        else:
+            kind, rule = WORKING, RULE_PROGRESS
+        subject = repetition.subject
+        verdict = Verdict(kind, rule, index, period=repetition.period, repetitions=repetition.repetitions,
+                          cycle_start=repetition.cycle_start, tool=subject.tool,
+                          signature_digest=self._signature_digest(state, subject),
+                          normalizer_version=self.normalizer_version, step_kind=self.step_kind,
+                          agents=() if self.step_kind is STEP_TOOL else self._cycle_agents(state, repetition))
+        return verdict, permanent
+
+    def degenerate_output(self, state: TraceState, chunk_length: int, count: int) -> Observation:
+        """Judge the trace's latest step (a model turn, just observed) stuck for a degenerate output.
+
+        The output's tail repeats one chunk ``count`` times (at least ``output_repeat_limit``): the model is
+        looping inside one answer, which no comparison of steps shows. The verdict goes through the ladder like
+        any other (nudge, then stop); the chunk's length and count are kept, never its text.
+        """
+        index = state._index
+        last = state._window.calls[-1]
+        verdict = Verdict(STUCK, RULE_OUTPUT_REPETITION, index, period=1, repetitions=count, cycle_start=index,
+                          tool=last.tool, signature_digest=self._signature_digest(state, last),
+                          normalizer_version=self.normalizer_version, step_kind=self.step_kind,
+                          agents=(last.tool,), chunk_length=chunk_length)
+        ladder = state._ladder
+        verdict = self._ladder_conclude(ladder, verdict, index, False, True)
+        return Observation(index, verdict, ladder.transition, ladder.last, verdict.signature_digest)
 
     def _polling(self, state: TraceState, call: ToolCall, entry: Call, wait: float,
                  until: re.Pattern[str] | None) -> Lease | None:
@@ -391,9 +443,22 @@ class LoopEngine:
             if other is not entry and evidence(other) == new:
                 return stuck
         return Verdict(WORKING, RULE_RECOVERED, entry.index, tool=entry.tool,
-                       normalizer_version=self.normalizer_version)
+                       normalizer_version=self.normalizer_version, step_kind=self.step_kind)
 
     # -- per-tool settings and digests ---------------------------------------
+
+    @staticmethod
+    def _cycle_agents(state: TraceState, repetition: Repetition) -> tuple[str, ...]:
+        # The agents named by the repeated cycle's steps (a hand-off's "from → to", a model turn's agent).
+        calls = state._window.calls
+        first = calls[0].index
+        period = repetition.period or 1
+        names: dict[str, None] = {}
+        for position in range(repetition.cycle_start - first, repetition.cycle_start - first + period):
+            if 0 <= position < len(calls):
+                for name in calls[position].tool.split(AGENT_ARROW):
+                    names[name] = None
+        return tuple(names)
 
     def _rules(self, tool: str) -> ToolRules:
         cfg = self.config

@@ -9,9 +9,11 @@ logged and ignored, because an environment is shared with code the user does not
 from __future__ import annotations
 
 __all__ = [
+    "LOOPGUARD_AGENT_STEPS",
     "LOOPGUARD_CONFIG",
     "LOOPGUARD_ENABLED",
     "LOOPGUARD_FREQUENCY_LIMIT",
+    "LOOPGUARD_HANDOFF_STEPS",
     "LOOPGUARD_HYSTERESIS",
     "LOOPGUARD_INTERVENTIONS",
     "LOOPGUARD_MAX_ARGUMENT_BYTES",
@@ -22,6 +24,9 @@ __all__ = [
     "LOOPGUARD_MAX_TOOL_NAMES",
     "LOOPGUARD_MAX_TRACES",
     "LOOPGUARD_MIN_REPETITIONS",
+    "LOOPGUARD_MODEL_STEPS",
+    "LOOPGUARD_OUTPUT_REPEAT_LIMIT",
+    "LOOPGUARD_OUTPUT_REPETITION",
     "LOOPGUARD_PERMANENT_ERRORS",
     "LOOPGUARD_PER_CONVERSATION",
     "LOOPGUARD_REDACTED_VALUES",
@@ -114,3 +119,18 @@ LOOPGUARD_VERSION_HARNESS = "LOOPGUARD_VERSION_HARNESS"
 
 LOOPGUARD_REDACTED_VALUES = "LOOPGUARD_REDACTED_VALUES"
 """``redacted_values``: placeholders meaning "not recorded" (comma-separated; a leading ``+`` extends the defaults)."""
+
+LOOPGUARD_HANDOFF_STEPS = "LOOPGUARD_HANDOFF_STEPS"
+"""``handoff_steps``: judge hand-offs between agents (true/false, 1/0, yes/no, on/off)."""
+
+LOOPGUARD_AGENT_STEPS = "LOOPGUARD_AGENT_STEPS"
+"""``agent_steps``: judge sub-agent invocations (true/false, 1/0, yes/no, on/off)."""
+
+LOOPGUARD_MODEL_STEPS = "LOOPGUARD_MODEL_STEPS"
+"""``model_steps``: judge repeated model answers (true/false, 1/0, yes/no, on/off)."""
+
+LOOPGUARD_OUTPUT_REPETITION = "LOOPGUARD_OUTPUT_REPETITION"
+"""``output_repetition``: judge model outputs that end in one repeated chunk (true/false, 1/0, yes/no, on/off)."""
+
+LOOPGUARD_OUTPUT_REPEAT_LIMIT = "LOOPGUARD_OUTPUT_REPEAT_LIMIT"
+"""``output_repeat_limit``: repeats of one chunk at the end of a model output that make it degenerate (integer)."""

@@ -36,9 +36,10 @@ from typing import Any
 
 import msgspec
 
+from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
-from .model import STUCK, Intervention, Observation, ToolCall, Transition, Verdict
+from .model import STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
 from .signature import NUDGE_MARKER
 from .step_audit import StepAudit
 
@@ -91,6 +92,10 @@ class Step(msgspec.Struct, frozen=True, gc=False):
         conversation: the conversation (session) id, when the span says it.
         origin: the convention the span was read in, as far as :class:`Nesting` rules need it (e.g.
             :data:`ORIGIN_MCP_CLIENT`); "" when no rule looks at it.
+        kind: the kind of step (:data:`~.model.STEP_KINDS`); a step of another kind than ``tool`` is judged in a
+            sequence of its own (:class:`~.agent_steps.Lanes`), its ``call`` built by its reader.
+        chunk: for a model turn, the chunk its output's tail repeats, as (length, count)
+            (:func:`~.agent_steps.tail_repetition`).
     """
 
     span_id: int
@@ -103,6 +108,8 @@ class Step(msgspec.Struct, frozen=True, gc=False):
     agent: str | None = None
     conversation: str | None = None
     origin: str = ""
+    kind: StepKind = STEP_TOOL
+    chunk: tuple[int, int] | None = None
 
 
 class NestingRule(msgspec.Struct, frozen=True):
@@ -361,6 +368,7 @@ class TraceReport:
             ],
             "partial": self.partial,
         }
+        _add_step_kind(out, self.verdict)
         if self.cost is not None:
             out["cost_usd"] = round(self.cost.usd, 6)
             if self.cost.unpriced_tokens:
@@ -375,7 +383,7 @@ def _transition_dict(transition: Transition) -> dict[str, Any]:
     # ``step`` is the 0-based index of the call, ``call`` its number from 1 (as ``loopguard.steps`` counts);
     # a period belongs to a stuck verdict only (an uncertain or retrying repetition has none to report).
     verdict = transition.verdict
-    return {
+    out = {
         "step": transition.step,
         "call": transition.step + 1,
         "from": transition.previous,
@@ -383,6 +391,18 @@ def _transition_dict(transition: Transition) -> dict[str, Any]:
         "rule": verdict.rule,
         "period": verdict.period if verdict.kind == STUCK else None,
     }
+    _add_step_kind(out, verdict)
+    return out
+
+
+def _add_step_kind(out: dict[str, Any], verdict: Verdict) -> None:
+    # Tool calls keep the JSON they always had; other kinds of step say which, and the agents of the cycle.
+    if verdict.step_kind != STEP_TOOL:
+        out["step_kind"] = verdict.step_kind
+        out["agents"] = list(verdict.agents)
+        if verdict.chunk_length is not None:
+            out["chunk_length"] = verdict.chunk_length
+            out["chunk_count"] = verdict.repetitions
 
 
 def _event_key(observation: Observation) -> tuple[Any, ...]:
@@ -419,6 +439,7 @@ class TraceJudge:
         "_inner",
         "_inner_parents",
         "_interventions",
+        "_lanes",
         "_last",
         "_log",
         "_max_bytes",
@@ -480,6 +501,8 @@ class TraceJudge:
         self._audit: StepAudit | None = None
         self._transitions: list[Transition] = []
         self._interventions: list[Intervention] = []
+        # Hand-offs, sub-agent invocations and model turns, each in a sequence of its own (made on first use).
+        self._lanes: Lanes | None = None
         #: Tool calls judged that failed.
         self.failed_calls = 0
         #: Whether model usage was judged.
@@ -501,8 +524,15 @@ class TraceJudge:
 
     @property
     def verdict(self) -> Verdict:
-        """The verdict now."""
-        return self.state.verdict
+        """The verdict now: the tool calls', unless the sequence of another kind of step is worse (stuck, then
+        uncertain)."""
+        lanes = self._lanes
+        return self.state.verdict if lanes is None else lanes.worst(self.state.verdict)
+
+    @property
+    def has_lanes(self) -> bool:
+        """Whether steps of another kind than tool calls (hand-offs, model turns) were judged in the trace."""
+        return self._lanes is not None
 
     @property
     def steps(self) -> int:
@@ -511,25 +541,37 @@ class TraceJudge:
 
     @property
     def stop(self) -> Intervention | None:
-        """The stop, once the trace was stopped (it stays)."""
-        return self.state.stop
+        """The stop, once the trace was stopped (it stays), by its tool calls or another kind of step."""
+        stop = self.state.stop
+        if stop is None and self._lanes is not None:
+            return self._lanes.stop
+        return stop
 
     @property
     def last_intervention(self) -> Intervention | None:
         """The intervention decided by the last judged step, if any."""
+        lanes = self._lanes
+        if lanes is not None and lanes.latest is not None:
+            return lanes.latest.last_intervention
         return self.state.last_intervention
 
     @property
     def review(self) -> Intervention | None:
-        """The review asked for the trace and not answered yet, if any."""
-        return self.state.review
+        """The review asked for the trace (by its tool calls or another kind of step) and not answered yet."""
+        review = self.state.review
+        if review is None and self._lanes is not None:
+            return self._lanes.review
+        return review
 
     def resolve(self, approved: bool) -> list[Judged]:
-        """A reviewer's answer to the pending review: the stop to tell when declined, else nothing."""
-        observation = self._engine.resolve(self.state, approved)
+        """A reviewer's answer to the pending reviews: the stops to tell when declined, else nothing."""
+        observations = [self._engine.resolve(self.state, approved)]
+        if self._lanes is not None:
+            observations += self._lanes.resolve(approved)
         out: list[Judged] = []
-        if observation is not None:
-            self._record(observation, None, out)
+        for observation in observations:
+            if observation is not None:
+                self._record(observation, None, out)
         return out
 
     @property
@@ -832,6 +874,10 @@ class TraceJudge:
         """One step through the engine (and the run audit): what both the live path and :meth:`_feed_all` do."""
         call = step.call
         if call is not None:
+            if step.kind != STEP_TOOL:
+                return self._observe_lane(step, call, untimed_at)
+            if self._lanes is not None:
+                self._lanes.note(call)
             observation = engine.observe(state, call, untimed_at if call.end is None and call.start is None else None)
             if audit is not None:
                 audit.add(call)
@@ -841,6 +887,15 @@ class TraceJudge:
         self.seen_usage = True
         usage = step.usage
         return engine.add_usage(state, step.model, usage if usage is not None else Usage())
+
+    def _observe_lane(self, step: Step, call: ToolCall, untimed_at: float | None) -> Observation | None:
+        """A hand-off, sub-agent invocation or model turn through its kind's sequence (not a tool call)."""
+        lanes = self._lanes
+        if lanes is None:
+            if call.tool == NEWS_ONLY:
+                return None  # news matters only after a hand-off: a trace without one stays without lanes
+            lanes = self._lanes = Lanes(self._engine)
+        return lanes.observe(step.kind, call, step.chunk, untimed_at)
 
     def _record(self, observation: Observation, step: Step | None, out: list[Judged],
                 told: set[tuple[Any, ...]] | None = None) -> None:
@@ -870,7 +925,7 @@ class TraceJudge:
             with_cost: include the cost; by default when prices are configured or usage was judged.
         """
         state = self.state
-        verdict = state.verdict
+        verdict = self.verdict
         ok, violations = True, []
         if self._audit is not None:
             audit = self._audit.result()

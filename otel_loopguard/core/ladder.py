@@ -221,9 +221,25 @@ class Ladder:
 
 def _describe(verdict: Verdict) -> str:
     times = verdict.repetitions or 0
+    kind = verdict.step_kind
+    if kind != "tool":
+        return _describe_step(verdict, kind, times)
     if verdict.period and verdict.period > 1:
         return (
             f"repeated the same sequence of {verdict.period} tool calls (starting with {verdict.tool}) "
             f"{times} times with the same results"
         )
     return f"made the same {verdict.tool} call {times} times with the same result"
+
+
+def _describe_step(verdict: Verdict, kind: str, times: int) -> str:
+    # Agent names are the application's own (agent definitions), not model or tool output.
+    agents = ", ".join(verdict.agents) or "the agents"
+    if verdict.chunk_length is not None:
+        return f"produced an answer whose end repeats one {verdict.chunk_length}-character chunk {times} times"
+    if kind == "model":
+        return f"given the same answer {times} times with nothing new in the conversation ({agents})"
+    what = "handed the task" if kind == "handoff" else "invoked the same sub-agent task"
+    if verdict.period and verdict.period > 1:
+        return f"{what} around the same cycle of {verdict.period} steps between {agents} {times} times"
+    return f"{what} between {agents} {times} times with the same results"

@@ -34,6 +34,16 @@ RULE_PROGRESS = "progress"
 RULE_RECOVERED = "recovered"
 RULE_STEP_LIMIT = "step_limit"
 RULE_COST_LIMIT = "cost_limit"
+#: One model output whose tail is a single chunk repeated (a degenerate, usually streamed, answer).
+RULE_OUTPUT_REPETITION = "output_repetition"
+
+# The kinds of step a trace is judged in: tool calls, hand-offs between agents, sub-agent invocations, model turns.
+StepKind = Literal["tool", "handoff", "agent", "model"]
+STEP_TOOL: StepKind = "tool"
+STEP_HANDOFF: StepKind = "handoff"
+STEP_AGENT: StepKind = "agent"
+STEP_MODEL: StepKind = "model"
+STEP_KINDS: tuple[StepKind, ...] = (STEP_TOOL, STEP_HANDOFF, STEP_AGENT, STEP_MODEL)
 
 Action = Literal["none", "nudge", "review", "stop"]
 #: The interventions in the ladder's order: a trace climbs them as its loop goes on.
@@ -94,6 +104,11 @@ class Verdict(Struct, frozen=True, gc=False):
         tool: the tool of the repeated call (the cycle's first call).
         signature_digest: keyed digest of that call's signature (safe to emit).
         normalizer_version: version of the normalizer that built the signatures.
+        step_kind: the kind of the judged steps (``tool``, ``handoff``, ``agent`` or ``model``); ``step`` and
+            ``cycle_start`` count steps of this kind only.
+        agents: the agent names of the repeated cycle, in order of first appearance (agent and model steps).
+        chunk_length: for ``output_repetition``, the repeated chunk's length in characters (``repetitions`` is
+            its count); the chunk's text is never kept.
     """
 
     kind: VerdictKind
@@ -105,6 +120,9 @@ class Verdict(Struct, frozen=True, gc=False):
     tool: str | None = None
     signature_digest: str | None = None
     normalizer_version: str = ""
+    step_kind: StepKind = "tool"
+    agents: tuple[str, ...] = ()
+    chunk_length: int | None = None
 
 
 class Transition(Struct, frozen=True, gc=False):

@@ -174,7 +174,9 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         attrs[n.LOOPGUARD_SIGNATURE] = digest
     if event.intervention is not None and event.intervention.message:
         attrs[n.LOOPGUARD_MESSAGE] = event_message(event)
-    if event.tool:
+    if verdict.step_kind != "tool":
+        _add_step_kind(attrs, verdict)
+    elif event.tool:
         attrs[n.GEN_AI_TOOL_NAME] = bounded_name(event.tool)
     if event.agent:
         attrs[n.GEN_AI_AGENT_NAME] = bounded_name(event.agent)
@@ -185,6 +187,21 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
     if event.tenant:
         attrs[n.LOOPGUARD_TENANT] = event.tenant
     return attrs
+
+
+#: Agent names of a cycle put on an event, at most.
+MAX_EVENT_AGENTS = 8
+
+
+def _add_step_kind(attrs: dict[str, Any], verdict: Any) -> None:
+    """A hand-off, sub-agent or model-turn verdict: its kind, the cycle's agents (bounded), a degenerate output's
+    chunk length and count (never its text). Tool-call events keep the attributes they always had."""
+    attrs[n.LOOPGUARD_STEP_KIND] = verdict.step_kind
+    if verdict.agents:
+        attrs[n.LOOPGUARD_AGENTS] = tuple(bounded_name(a) for a in verdict.agents[:MAX_EVENT_AGENTS])
+    if verdict.chunk_length is not None:
+        attrs[n.LOOPGUARD_OUTPUT_CHUNK_LENGTH] = verdict.chunk_length
+        attrs[n.LOOPGUARD_OUTPUT_CHUNK_COUNT] = verdict.repetitions
 
 
 def event_message(event: VerdictEvent) -> str:

@@ -18,6 +18,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from ..conventions import names as n
+from ..conventions.agent_steps import (
+    HANDOFF_MARKERS,
+    handoff_of_tool,
+    is_handoff_tool,
+    lane_step_of_span,
+    model_step,
+)
 from ..conventions.extract import (
     ROLE_AGENT,
     ROLE_LLM,
@@ -31,7 +38,7 @@ from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
-from ..core.model import NO_INTERVENTION, Intervention, ReviewRequest, Verdict, trace_id_of
+from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest, Verdict, trace_id_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -312,7 +319,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._engine = LoopEngine(self.config, review=review_handler is not None)
         self._extractor = Extractor.from_config(self.config)
         # The attribute keys that make a span worth a look (the built-in conventions' and the user's).
-        self._markers = self._extractor.marker_keys
+        self._markers = self._extractor.marker_keys | HANDOFF_MARKERS
         # ... and the span names that make one (a GenAI tool span's, a user convention's span_name_prefix).
         self._marker_names = self._extractor.marker_names
         # Causes of unread input already logged (each reason and set of keys once).
@@ -447,6 +454,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
                     self._agent_ended(span, attrs)
+                else:
+                    self._lane_span_ended(span, attrs, name)
             if is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
@@ -786,6 +795,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 call=call,
                 origin=tool_origin(attrs) if parent_open else "",
             )
+            if is_handoff_tool(call.tool, name):
+                # A transfer or delegation tool: judged as a hand-off between agents, not as a tool call.
+                step = handoff_of_tool(step, attrs, name, extractor.agent_name) or step
             if not per_conversation:
                 judge = record.judge
                 if judge is None:
@@ -797,11 +809,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         counts = self._tool_counts if self._deferred is not None else None
         if counts is not None and len(judged) == 1 and judged[0] is step:
-            # The usual case, inline: this call alone was judged, counted per drain.
-            tool = call.tool
-            counts[tool] = counts.get(tool, 0) + 1
-            if agent is not None:
-                agent.tool_calls += 1
+            # The usual case, inline: this call alone was judged, counted per drain (a hand-off is no tool call).
+            if step.kind == STEP_TOOL:
+                tool = call.tool
+                counts[tool] = counts.get(tool, 0) + 1
+                if agent is not None:
+                    agent.tool_calls += 1
         else:
             self._count(judged, agent)
         if told:
@@ -829,14 +842,36 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
                 end or 0, messages=turns.derive, context=False)
             steps = turns.add(turn) if turn is not None else []
+            lane = model_step(attrs, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
+                              end or 0, agent.name if agent is not None else None,
+                              with_news=record.judge is not None and record.judge.has_lanes)
+            if lane is not None:
+                steps = [*steps, lane]
             unread = record.unread_now()
             unread.model(attrs)
-            derived = sum(1 for step in steps if step.call is not None)
+            derived = sum(1 for step in steps if step.call is not None and step.kind == STEP_TOOL)
             if derived:
                 unread.derived(derived)
         if steps:
             self._judge_steps(trace_id, slot, key, attrs, now, steps, agent, ctx=ctx,
                               label=self._extractor.agent_name(attrs, name=span.name), span_name=span.name)
+
+    def _lane_span_ended(self, span: ReadableSpan, attrs: Any, name: str) -> None:
+        """A span no tool or model convention reads that is a hand-off (Logfire's ``Handoff: A → B``)."""
+        ctx = span.context
+        parent = span.parent
+        step = lane_step_of_span(attrs, name, ctx.span_id, parent.span_id if parent is not None else None,
+                                 span.start_time or 0, span.end_time or 0)
+        if step is None:
+            return
+        now = step.end_ns * 1e-9 if step.end_ns else time.time()
+        slot = self._trace_slot(ctx.trace_id, now)
+        with slot.lock:
+            record = slot.state
+            key = record.key
+            agent = record.agents[-1] if record.agents else None
+        self._judge_steps(ctx.trace_id, slot, key, attrs, now, [step], agent, ctx=ctx, label=step.agent,
+                          span_name=name)
 
     def _judge_steps(self, trace_id: int, slot: Any, key: Hashable | None, attrs: Any, now: float, steps: list[Step],
                      agent: _Agent | None, *, parent_open: bool = False, label: str | None = None,
@@ -862,7 +897,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         counts = self._tool_counts if self._deferred is not None else None
         for done in judged:
             done_call = done.call
-            if done_call is not None:
+            if done_call is not None and done.kind == STEP_TOOL:
                 if counts is not None:
                     tool = done_call.tool
                     counts[tool] = counts.get(tool, 0) + 1

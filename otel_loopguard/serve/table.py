@@ -43,6 +43,7 @@ from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
 from ..conventions.nesting import CONVENTION_NESTING
@@ -51,6 +52,7 @@ from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
+from ..core.model import STEP_HANDOFF, STEP_TOOL
 from ..core.store import EVICT_CAPACITY
 from ..sdk.emit import VerdictEvent
 
@@ -398,7 +400,6 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
-        tool_step = self._reader.tool_step
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -411,14 +412,14 @@ class TraceTable:
                 batch.max_end_ns = span.end_ns
             # One classification per span: the role, and for a tool span the convention row that reads it.
             role, row = read_role(span.attributes, span.name)
-            if role is None:
-                continue
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
                 batch.agents.append(span)
             else:
-                batch.steps.append((tool_step(span, row), span))
+                step = self._step(span, role, row)
+                if step is not None:
+                    batch.steps.append((step, span))
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
@@ -434,6 +435,17 @@ class TraceTable:
         if unread is not None and notes:
             unread.extend(_merged(notes))
         return events, tools, finished, started
+
+    def _step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
+        """The step of a tool span (a transfer or delegation tool read as a hand-off), or of a span no convention
+        reads that is a hand-off or a model call (Logfire's); None for any other span."""
+        if role is None:
+            return lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
+                                     span.end_ns)
+        step = self._reader.tool_step(span, row)
+        if is_handoff_tool(step.call.tool if step.call is not None else "", span.name):
+            step = handoff_of_tool(step, span.attributes, span.name, self._reader.extractor.agent_name) or step
+        return step
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -538,7 +550,8 @@ class TraceTable:
         unread = trace.unread
         added = 0
         turns = trace.turns
-        if batch.steps and not trace.has_tools and any(step.call is not None for step, _ in batch.steps):
+        if batch.steps and not trace.has_tools and any(step.call is not None and step.origin != ORIGIN_LANE_SPAN
+                                                       for step, _ in batch.steps):
             # The trace's calls are read from its tool spans: none is derived from its model spans (those derived
             # before are dropped; the trace is judged again without them at the finish).
             trace.has_tools = True
@@ -571,7 +584,9 @@ class TraceTable:
             if add(step):
                 added += 1
                 call = step.call
-                if call is not None:
+                if call is not None and step.kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:
+                    tool(span.attributes, True, True)  # a hand-off tool span: read
+                elif call is not None and step.kind == STEP_TOOL:
                     if call.arguments_captured and call.result_captured:
                         tool(span.attributes, True, True)
                     else:
@@ -589,7 +604,8 @@ class TraceTable:
                 turns = trace.turns = _Turns()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, unread, counts)
+            added += self._turns(trace, turns, batch.models, reopened, unread, counts,
+                                 any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
         if seen is not None:
             unread.merge(seen)
             for cause in seen.causes():
@@ -614,7 +630,7 @@ class TraceTable:
         ends = trace.tool_ends
         calls = 0
         for step in judged:
-            if step.call is not None:
+            if step.call is not None and step.kind == STEP_TOOL:
                 calls += 1
                 tools.append(step.call.tool)
                 trace.last_step = step
@@ -636,9 +652,13 @@ class TraceTable:
         return delta
 
     def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
-               counts: dict[str, int]) -> int:
-        """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added."""
+               counts: dict[str, int], handoffs: bool = False) -> int:
+        """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added.
+
+        With ``handoffs`` (the batch holds a hand-off), model calls that asked for tools are read as news for the
+        hand-offs too (:func:`~..conventions.agent_steps.model_step`)."""
         extractor = self._reader.extractor
+        lanes = 0
         derive = turns.judge.derive
         ids = turns.ids
         fresh: list[Turn] = []
@@ -653,14 +673,18 @@ class TraceTable:
                                         span.end_ns, messages=derive, context=True)
             if turn is not None:
                 fresh.append(turn)
+                lane = model_step(span.attributes, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
+                                  turn.agent, with_news=trace.judge.has_lanes or handoffs)
+                if lane is not None and trace.judge.add(lane):
+                    lanes += 1
         if not fresh:
-            return 0
+            return lanes
         # In end order: a derived call takes its result from the next model call's input.
         fresh.sort(key=_TURN_ORDER)
         if reopened and derive:
             turns.unordered = True  # its pending calls were judged without a result at the last finish
         judge = trace.judge
-        added = 0
+        added = lanes
         for turn in fresh:
             if derive:
                 turns.keep(turn)

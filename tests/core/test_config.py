@@ -38,6 +38,11 @@ trace_ttl_seconds = 60.0
 max_tool_names = 20
 max_argument_bytes = 4096
 per_conversation = true
+handoff_steps = false
+agent_steps = false
+model_steps = false
+output_repetition = false
+output_repeat_limit = 12
 redacted_values = ["<hidden>", { value = "N/A", attributes = ["my.args"] }]
 
 [versions]
@@ -330,6 +335,8 @@ def test_every_setting_is_read_from_the_environment_as_documented() -> None:
         "volatile_keys": ("a_b", frozenset({"ab"})), "signature_key": ("k" * 16, b"k" * 16),
         "max_traces": ("7", 7), "trace_ttl_seconds": ("5", 5.0), "max_tool_names": ("8", 8),
         "max_argument_bytes": ("99", 99), "per_conversation": ("on", True),
+        "handoff_steps": ("off", False), "agent_steps": ("no", False), "model_steps": ("0", False),
+        "output_repetition": ("false", False), "output_repeat_limit": ("12", 12),
         "redacted_values": ("<hidden>", (RedactedValue("<hidden>"),)),
     }
     settings = {name: variable for name, variable in environment_settings().items() if "." not in name}

@@ -1,0 +1,28 @@
+"""serve judges hand-offs, repeated answers and degenerate outputs as ``audit`` does, with their step kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent_step_fixtures import Expected, cases
+
+from ._support import Harness, as_reference, audit_reports, post
+
+CASES = cases()
+
+
+@pytest.mark.parametrize(("path", "want"), CASES, ids=lambda c: c.stem if isinstance(c, Path) else "")
+def test_posted_fixture_equals_audit_and_the_script(path: Path, want: Expected) -> None:
+    """Each recorded multi-agent or model-turn file posted as OTLP/JSON yields audit's report: stuck with the
+    kind, period and agents the script implies, or working."""
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        [report] = as_reference(h.reports).values()
+    assert report == next(iter(audit_reports([path]).values()))
+    assert (report["verdict"], report["rule"], report["period"]) == (want.verdict, want.rule, want.period)
+    assert report.get("step_kind") == want.step_kind
+    assert tuple(report.get("agents", ())) == want.agents

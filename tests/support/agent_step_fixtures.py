@@ -1,0 +1,86 @@
+"""The multi-agent and model-turn fixtures (``tests/fixtures/otlp/agents``) and what each must be judged, by hand.
+
+Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` and the default configuration
+(window 10, max_period 3, min_repetitions 3, frequency_limit 3, output_repeat_limit 10), never from the product:
+
+* ``handoff_ping_pong``: eight hand-offs triage → billing → triage ... with nothing done in between. A hand-off
+  carries no state, so its evidence is what the agents were given since the previous one: for the first, the
+  user's question; for every later one, the previous hand-off's result ("{assistant: <agent>}"), the same for the
+  same direction. At index 5 the period-2 suffix (0-5) holds three cycles but the first hand-off's evidence differs
+  (progress, working); at index 6 the suffix 1-6 holds three cycles with the same evidence: stuck (period 2, the
+  period rule comes before the frequency rule), nudged; index 7 stays stuck and is stopped. Final: stuck, period 2.
+* ``handoff_healthy``: eight hand-offs (as many as the ping-pong), each after a ``lookup_invoice`` call for a new
+  invoice: what the agents did and were given between hand-offs differs every time, so it stays working. Its
+  eight tool calls are read under OpenInference; Logfire's function spans are not tool spans to this reader (the
+  hand-offs' evidence then comes from the model calls' new input alone, which holds the new invoice too).
+* ``chat_repeat``: four model turns with the same answer; the first turn's news is the question, the next three's
+  "Please try again.", so turns 1-3 repeat with the same evidence: stuck at index 3, period 1.
+* ``supervisor_bouncing`` (LangGraph ``create_supervisor``, OpenInference): eight ``transfer_to_<worker>`` calls
+  alternating researcher / writer, each worker answering the same text every time. The transfer tool spans name no
+  calling agent, so the hand-offs are ``(unknown agent) → researcher`` and ``→ writer``. Their evidence is what
+  happened since the previous transfer: for the first, the supervisor's question; for every later one, the previous
+  worker's answer and the supervisor's hand-back message, the same for each direction. So, as for the Agents SDK
+  ping-pong, the hand-offs are stuck at index 6 with period 2. The workers' answers are model turns too (the LLM
+  spans name no agent: "model"): researcher, writer, researcher ... each with the same news (the transfer's
+  tool message). The researcher's answer is at indices 0, 2 and 4, so at 4 it is stuck by frequency, the first
+  stuck transition of the trace. The supervisor's closing answer (index 8) is new: the model sequence works again.
+  Final: the hand-offs' stuck verdict.
+* ``supervisor_healthy``: as many transfers, every worker answer new: working.
+* ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
+  again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+AGENT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "otlp" / "agents"
+SOURCES = ("openinference", "logfire")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What one fixture must be judged: final verdict, rule, period, step kind, agents, first stuck index, repeated
+    chunk, tool calls."""
+
+    verdict: str
+    rule: str
+    period: int | None
+    step_kind: str | None
+    agents: tuple[str, ...] = ()
+    stuck_at: int | None = None
+    chunk: tuple[int, int] | None = None
+    tool_calls: int = 0
+    #: (step, to, step kind) of every transition, in the order the judge told them, when pinned.
+    transitions: tuple[tuple[int, str, str], ...] | None = None
+
+
+EXPECTED = {
+    "handoff_ping_pong": Expected("stuck", "period", 2, "handoff", ("triage_agent", "billing_agent"), 6),
+    "handoff_healthy": Expected("working", "none", None, None, tool_calls=8),
+    "chat_repeat": Expected("stuck", "period", 1, "model", ("model",), 3),
+    "degenerate_output": Expected("stuck", "output_repetition", 1, "model", ("model",), 0, (34, 40)),
+}
+
+
+SUPERVISOR = {
+    "supervisor_bouncing": Expected(
+        "stuck", "period", 2, "handoff", ("(unknown agent)", "researcher", "writer"), 4,
+        transitions=((4, "stuck", "model"), (6, "stuck", "handoff"), (8, "working", "model"))),
+    "supervisor_healthy": Expected("working", "none", None, None),
+}
+
+
+def cases() -> list[tuple[Path, Expected]]:
+    """(fixture path, expectation) for every source and scenario."""
+    out = []
+    for source in SOURCES:
+        for scenario, want in EXPECTED.items():
+            if source == "logfire" and want.tool_calls:
+                want = Expected(want.verdict, want.rule, want.period, want.step_kind, want.agents, want.stuck_at,
+                                want.chunk, 0)
+            out.append((AGENT_FIXTURES / f"openai_agents_{source}__{scenario}.json", want))
+    for scenario, want in SUPERVISOR.items():
+        out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
+    return out
