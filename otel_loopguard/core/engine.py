@@ -427,7 +427,7 @@ class LoopEngine:
         return None
 
     def _recovery(self, state: TraceState, stuck: Verdict, entry: Call | None) -> Verdict:
-        """A stuck trace whose repetition ended: ``working`` (rule ``recovered``) only on new evidence, else still stuck.
+        """A stuck trace whose repetition ended: ``working`` (rule ``recovered``) on new evidence, else still stuck.
 
         After an intervention, a changed action proves nothing: an agent told to try something else can move to
         another call that achieves nothing new. The trace recovers only when its latest step brought evidence (a

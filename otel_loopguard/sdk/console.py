@@ -11,8 +11,8 @@ import logging
 import sys
 
 from ..conventions import names as n
-from ..core.model import RULE_FREQUENCY, RULE_PERIOD, STUCK
 from ..core.escape import escaped
+from ..core.model import RULE_FREQUENCY, RULE_PERIOD, STUCK
 from .emit import VerdictEvent, bounded_name
 
 __all__ = ["ConsoleLines", "attach_stderr", "console_line"]

@@ -24,7 +24,7 @@ def test_replay_judges_each_kind_of_step(path: Path, want: Expected, harness: Ha
         assert events == []
         return
     stuck = [e for e in events if e.transition is not None and e.verdict.kind == "stuck"]
-    assert stuck and stuck[0].transition.step == want.stuck_at
+    assert [e.transition.step for e in stuck][:1] == ([want.stuck_at] if want.stuck_at is not None else [])
     final = harness.processor.verdict(events[0].trace_id)  # the trace's: its worst sequence, not the last event's
     assert final is not None
     assert (final.kind, final.rule, final.period, final.step_kind) == (
@@ -37,8 +37,10 @@ def test_replay_judges_each_kind_of_step(path: Path, want: Expected, harness: Ha
     if want.transitions is not None:
         told = tuple((e.transition.step, e.verdict.kind, e.verdict.step_kind) for e in events if e.transition)
         assert told == want.transitions
-    records = [dict(r.attributes) for r in harness.verdict_records()]
-    assert want.step_kind in {attributes["loopguard.step.kind"] for attributes in records}
+    # Events of tool calls (under Logfire: calls seen only in the model's responses) carry no step kind.
+    records = [dict(r.attributes) for r in harness.verdict_records() if "loopguard.step.kind" in r.attributes]
+    if want.step_kind is not None:
+        assert want.step_kind in {attributes["loopguard.step.kind"] for attributes in records}
     assert not any("gen_ai.tool.name" in attributes for attributes in records)
     # No tool call was judged: the tool-call metric counts none of these steps.
     counted = harness.metrics().get("loopguard.tool_calls", {"points": []})["points"]

@@ -43,9 +43,11 @@ def test_names_are_escaped_and_bounded() -> None:
     stuck = Verdict("stuck", "frequency", 9, repetitions=4, tool="t\x1b[2J")
     line = console_line(_event(stuck, agent="evil\nagent" + "x" * 500))
     assert "\n" not in line and "\x1b" not in line
-    # A name with a control character is replaced by a printable prefix and a digest of the whole name.
-    assert re.search(r" agent evil_agentx{105}~[0-9a-f]{12}: ", line), line
-    assert re.search(r"\(frequency, t_\[2J~[0-9a-f]{12} x4\)$", line), line
+    # A long name or one with a control character becomes an escaped prefix and a digest of the whole name: the
+    # first 115 characters ("evil", newline, "agent", 105 x) escaped (the newline as the 4 characters \x0a) are 118,
+    # so they are cut to 114 and an ellipsis: "evil\x0aagent" (13) and 101 x; then "~" and 12 hex digits.
+    assert re.search(r" agent evil\\x0aagentx{101}\u2026~[0-9a-f]{12}: ", line), line
+    assert re.search(r"\(frequency, t\\x1b\[2J~[0-9a-f]{12} x4\)$", line), line
 
 
 @pytest.mark.parametrize(("kind", "level"), [("stuck", logging.WARNING), ("retrying", logging.INFO)])

@@ -72,14 +72,29 @@ SUPERVISOR = {
 }
 
 
+# Under Logfire the Agents SDK's function-tool spans ("Function: NAME") are not a tool convention, so the model's
+# function calls (each hand-off is one too) are seen only in its responses, without content: ping-pong, 8 hand-offs
+# (8 such calls); healthy, 8 tool calls and 8 hand-offs (16), which repeat without evidence: uncertain.
+_LOGFIRE_CALLS = {"handoff_ping_pong": 8, "handoff_healthy": 16}
+
+
+def _under_logfire(scenario: str, want: Expected) -> Expected:
+    calls = _LOGFIRE_CALLS.get(scenario)
+    if calls is None:
+        return want
+    if scenario == "handoff_healthy":
+        return Expected("uncertain", "evidence", None, None, tool_calls=calls)
+    return Expected(want.verdict, want.rule, want.period, want.step_kind, want.agents, want.stuck_at, want.chunk,
+                    calls)
+
+
 def cases() -> list[tuple[Path, Expected]]:
     """(fixture path, expectation) for every source and scenario."""
     out = []
     for source in SOURCES:
         for scenario, want in EXPECTED.items():
-            if source == "logfire" and want.tool_calls:
-                want = Expected(want.verdict, want.rule, want.period, want.step_kind, want.agents, want.stuck_at,
-                                want.chunk, 0)
+            if source == "logfire":
+                want = _under_logfire(scenario, want)
             out.append((AGENT_FIXTURES / f"openai_agents_{source}__{scenario}.json", want))
     for scenario, want in SUPERVISOR.items():
         out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
