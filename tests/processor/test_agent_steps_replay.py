@@ -27,8 +27,9 @@ def test_replay_judges_each_kind_of_step(path: Path, want: Expected, harness: Ha
     assert [e.transition.step for e in stuck][:1] == ([want.stuck_at] if want.stuck_at is not None else [])
     final = harness.processor.verdict(events[0].trace_id)  # the trace's: its worst sequence, not the last event's
     assert final is not None
-    assert (final.kind, final.rule, final.period, final.step_kind) == (
-        want.verdict, want.rule, want.period, want.step_kind)
+    assert (final.kind, final.rule) == (want.verdict, want.rule)
+    if want.verdict == "stuck":  # (an uncertain verdict keeps its repetition's period; reports show none)
+        assert (final.period, final.step_kind) == (want.period, want.step_kind)
     if want.step_kind == "handoff":
         # The live path knows the agents from the hand-off spans themselves.
         assert final.agents == want.agents
