@@ -203,3 +203,11 @@ def test_steps_with_the_same_times_are_ordered_by_span_id() -> None:
     steps = [_step(1, "A", 0, 0.5), _step(2, "A", 1, 1.5), _step(9, "A", 2, 2.5), _step(3, "B", 2, 2.5)]
     for arrivals in (steps, steps[::-1]):
         assert _moves(_report(arrivals)) == [(3, "stuck", "frequency")]
+
+
+def test_a_cycle_counts_its_unchanged_evidence_only_from_the_last_change() -> None:
+    """Results r1, r2, r2, r2 of one call: the change at the second call restarts the count of unchanged evidence
+    at zero, so the third call is progress and only the fourth (two unchanged repeats) is stuck."""
+    calls = [_fetch(at, error=None, result=r) for at, r in enumerate(("r1", "r2", "r2", "r2"))]
+    assert _verdicts(calls) == [(0, "working", "none"), (1, "working", "none"), (2, "working", "progress"),
+                                (3, "stuck", "period")]
