@@ -84,7 +84,7 @@ class ToolRules:
 class ReferenceConfig:
     """The settings the reference engine reads, with the documented defaults."""
 
-    digest_key: bytes
+    signature_key: bytes
     window: int = 10
     max_period: int = 3
     min_repetitions: int = 3
@@ -100,18 +100,26 @@ class ReferenceConfig:
     retry: RetryRules = RetryRules()
     tools: dict[str, ToolRules] = field(default_factory=dict)
 
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> ReferenceConfig:
-        """Plain settings (``tools``: name -> dict, ``retry`` in a tool: a dict) as the reference's own types."""
-        plain = dict(settings)
-        key = plain.pop("signature_key")
-        tools = {}
-        for name, rules in plain.pop("tools", {}).items():
-            rules = dict(rules)
-            if "retry" in rules:
-                rules["retry"] = RetryRules(**rules["retry"])
-            tools[name] = ToolRules(**rules)
-        return cls(digest_key=key, tools=tools, **plain)
+    @property
+    def digest_key(self) -> bytes:
+        return self.signature_key
+
+
+def from_plain(settings: dict[str, Any], config: Any = ReferenceConfig, tool: Any = ToolRules,
+               retry: Any = RetryRules) -> Any:
+    """A configuration from plain settings (``tools``: name -> dict, a tool's ``retry``: a dict).
+
+    The reference's own types by default; the differential tests pass the product's classes to build its
+    configuration from the same settings (this module still imports nothing from the product).
+    """
+    plain = dict(settings)
+    tools = {}
+    for name, rules in plain.pop("tools", {}).items():
+        rules = dict(rules)
+        if "retry" in rules:
+            rules["retry"] = retry(**rules["retry"])
+        tools[name] = tool(**rules)
+    return config(tools=tools, **plain)
 
 
 @dataclass(frozen=True)

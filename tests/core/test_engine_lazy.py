@@ -15,7 +15,7 @@ from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy, ToolSetting
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.model import Lease, ToolCall
 from otel_loopguard.core.signature import NUDGE_MARKER
-from tests.core._engine_reference import Call, ReferenceConfig, ReferenceEngine
+from tests.core._engine_reference import Call, ReferenceEngine, from_plain
 from tests.core._engine_reference import Lease as ReferenceLease
 from tests.core._helpers import T0
 
@@ -96,19 +96,12 @@ SETTINGS: list[dict[str, Any]] = [
 
 def _product_config(settings: dict[str, Any]) -> LoopGuardConfig:
     """The product's configuration from plain settings."""
-    plain = dict(settings)
-    tools = {}
-    for name, rules in plain.pop("tools", {}).items():
-        rules = dict(rules)
-        if "retry" in rules:
-            rules["retry"] = RetryPolicy(**rules["retry"])
-        tools[name] = ToolSettings(**rules)
-    return LoopGuardConfig(tools=tools, **plain)
+    return from_plain(settings, LoopGuardConfig, ToolSettings, RetryPolicy)  # type: ignore[no-any-return]
 
 
 def _reference(settings: dict[str, Any]) -> ReferenceEngine:
     """The reference engine with its own configuration from the same plain settings."""
-    return ReferenceEngine(ReferenceConfig.from_settings(settings))
+    return ReferenceEngine(from_plain(settings))
 
 
 CONFIGS = [_product_config(s) for s in SETTINGS]
