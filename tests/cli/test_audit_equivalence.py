@@ -270,11 +270,55 @@ def test_pinned_cases_are_not_trivial(case: str) -> None:
         assert any(r["verdict"] == "stuck" or any(t["to"] == "stuck" for t in r["transitions"]) for r in reports)
 
 
+def test_every_pinned_output_agrees_with_what_was_derived_by_hand() -> None:
+    """The golden file passes the checks --regenerate runs before it writes: fixtures against their scenario's
+    expectation, the mixed input against the hand-derived reports, combined inputs against their parts."""
+    from tests.cli._golden_checks import check_outputs
+
+    problems, not_derived = check_outputs(json.loads(GOLDEN.read_text()))
+    assert problems == []
+    assert len(not_derived) == 8
+
+
+def test_a_pinned_output_that_disagrees_stops_the_regeneration() -> None:
+    """A same-call loop pinned as nudged one call late, and a combined input missing one trace, are both reported."""
+    from tests.cli._golden_checks import check_outputs
+
+    golden = json.loads(GOLDEN.read_text())
+    name = "fixture pydantic_ai__same_call_loop.json"
+    [report] = [json.loads(line) for line in golden[name]["stdout"].splitlines()]
+    assert [(i["step"], i["action"]) for i in report["interventions"]] == [(2, "nudge"), (3, "stop")]
+    report["interventions"][0]["step"] = 3
+    golden[name]["stdout"] = json.dumps(report) + "\n"
+    combined = golden["all fixtures protobuf"]["stdout"].splitlines()
+    golden["all fixtures protobuf"]["stdout"] = "\n".join(combined[1:]) + "\n"
+    problems, _ = check_outputs(golden)
+    assert [p.split(":")[0] for p in problems] == [name, "all fixtures jsonl", "all fixtures jsonl.gz",
+                                                   "all fixtures protobuf"]
+
+
+def _regenerate() -> int:
+    """Write the golden file, only when every output agrees with its hand-derived check (exit status 1 if not)."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.cli._golden_checks import NOT_DERIVED, check_outputs
+
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        outputs = _outputs(Path(tmp_dir))
+    problems, not_derived = check_outputs(outputs)
+    for name in not_derived:
+        print(f"not derived by hand: {name} ({NOT_DERIVED[name]})")
+    if problems:
+        print(f"{GOLDEN} not written: {len(problems)} output(s) disagree with what was derived by hand:",
+              *problems, sep="\n  ", file=sys.stderr)
+        return 1
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(outputs, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")
+    return 0
+
+
 if __name__ == "__main__":
     if "--regenerate" in sys.argv:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp_dir:
-            GOLDEN.parent.mkdir(exist_ok=True)
-            GOLDEN.write_text(json.dumps(_outputs(Path(tmp_dir)), indent=1, sort_keys=True) + "\n")
-        print(f"wrote {GOLDEN}")
+        sys.exit(_regenerate())

@@ -218,3 +218,34 @@ def test_a_convention_known_by_span_name_only_is_read_by_audit_and_the_processor
     # The same loop as through the attribute-marked convention above: nudged at the third call, stopped at the fourth.
     actions = [(e.intervention.step, e.intervention.action) for e in harness.events if e.intervention]
     assert actions == [(2, "nudge"), (3, "stop")]
+
+
+ACME_NO_TOOL_NAME = """
+[conventions.acme]
+when = { "acme.span.type" = "tool" }
+arguments = "acme.in"
+"""
+
+
+def test_without_tool_name_the_span_name_names_the_tool_even_beside_an_empty_attribute_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A convention with no tool_name reads the tool from the span name, never from an attribute whose key is ""
+    (which OTLP/JSON, unlike the SDK, keeps): four spans "search" with the same arguments and "" set to tool0..tool3
+    are one tool called four times, uncertain (no result) from the third call."""
+    spans = [{
+        "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": f"{i + 1:016x}", "name": "search", "kind": 1,
+        "startTimeUnixNano": str(1_767_225_600_000_000_000 + i * 10**9),
+        "endTimeUnixNano": str(1_767_225_600_000_000_000 + i * 10**9 + 5 * 10**8),
+        "attributes": [{"key": "acme.span.type", "value": _s("tool")}, {"key": "acme.in", "value": _s('{"q": 1}')},
+                       {"key": "", "value": _s(f"tool{i}")}],
+    } for i in range(4)]
+    doc = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "acme"}, "spans": spans}]}]}
+    trace = _write(tmp_path, "acme.json", json.dumps(doc))
+    config = _write(tmp_path, "loopguard.toml", ACME_NO_TOOL_NAME)
+
+    _, [report], err = _audit(capsys, "--config", str(config), str(trace))
+    assert err == ""
+    assert (report["steps_used"], report["verdict"], report["rule"]) == (4, "uncertain", "evidence")
+    # Working for calls 1 and 2, uncertain (period 1, three cycles of "search") from the third call (step 2).
+    assert [(t["step"], t["to"]) for t in report["transitions"]] == [(2, "uncertain")]

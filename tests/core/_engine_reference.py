@@ -8,6 +8,10 @@ behaviour made in both engines on purpose:
   retrying cannot fix); the reference keeps every call's flag and looks at the cycles' calls directly;
 * signatures and evidence come from its own canonicaliser (``_canonical_reference.py``, the standard library
   only), not from the production normaliser, so a normaliser bug shows up as a difference.
+* it imports nothing from ``otel_loopguard`` (``test_reference_independence.py`` checks it): its calls, settings
+  (with the documented defaults written out), verdicts and observations are its own dataclasses, so a bug in the
+  product's model, configuration or retry arithmetic is not shared; the differential tests compare plain values.
+  Model usage and cost are left out (the differential tests never fed them).
 
 Original module docstring: the verdict engine: per-trace state, incremental detectors and the progress-aware decision order.
 
@@ -20,35 +24,164 @@ which the caller owns (and locks, when several threads share it).
 from __future__ import annotations
 
 from collections import deque
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from otel_loopguard.core.config import LoopGuardConfig, RetryPolicy
-from otel_loopguard.core.cost import CostTotal, Usage
-from otel_loopguard.core.model import (
-    RETRYING,
-    RULE_COST_LIMIT,
-    RULE_EVIDENCE,
-    RULE_FREQUENCY,
-    RULE_LEASE,
-    RULE_NONE,
-    RULE_PERIOD,
-    RULE_PROGRESS,
-    RULE_RETRY,
-    RULE_STEP_LIMIT,
-    STUCK,
-    UNCERTAIN,
-    WAITING,
-    WORKING,
-    Intervention,
-    Lease,
-    Observation,
-    ToolCall,
-    Transition,
-    Verdict,
-)
 from tests.core._canonical_reference import FAILED, UNKNOWN, ReferenceCanonicalizer, keyed
+
+# Verdict kinds and rules, as the README names them (plain strings: compared with the product's as values).
+WORKING, RETRYING, WAITING, STUCK, UNCERTAIN = "working", "retrying", "waiting", "stuck", "uncertain"
+RULE_NONE, RULE_PERIOD, RULE_FREQUENCY, RULE_RETRY, RULE_LEASE = "none", "period", "frequency", "retry", "lease"
+RULE_EVIDENCE, RULE_PROGRESS, RULE_STEP_LIMIT = "evidence", "progress", "step_limit"
+
+# The documented defaults (README, Configuration), written out here rather than read from the product.
+RETRYABLE_ERRORS = (
+    "ratelimit", "rate_limit", "rate limit", "toomanyrequests", "too many requests", "429", "throttl", "timeout",
+    "timed out", "deadlineexceeded", "unavailable", "503", "overloaded", "529", "connectionerror", "connection reset",
+)
+PERMANENT_ERRORS = (
+    "permission", "forbidden", "accessdenied", "access denied", "403", "authentication", "unauthenticated",
+    "unauthorized", "401", "notfound", "not_found", "not found", "nosuch", "404", "invalidargument",
+    "invalid_argument", "invalid argument", "validationerror", "badrequest", "bad request", "unprocessable",
+    "valueerror", "typeerror", "400", "422",
+)
+VOLATILE_KEYS = frozenset({
+    "requestid", "seed", "updatedat", "timestamp", "uuid", "messageid", "callid", "checkpointid", "nonce", "ts",
+    "currenttime", "toolcallid", "parentspanid", "idempotencykey", "cachebuster", "spanid", "traceid", "requesttime",
+    "xrequestid", "correlationid", "checkpointns", "runid", "createdat", "randomseed",
+})
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """The retry policy: which error classes are retried, how often, and the backoff between attempts."""
+
+    errors: tuple[str, ...] = RETRYABLE_ERRORS
+    max_attempts: int = 3
+    interval_seconds: float = 1.0
+    backoff_rate: float = 2.0
+    tolerance: float = 0.2
+
+    def is_retryable(self, error: str) -> bool:
+        return any(pattern.lower() in error.lower() for pattern in self.errors)
+
+    def min_gap(self, retry_number: int) -> float:
+        return self.interval_seconds * self.backoff_rate ** (retry_number - 1) * (1.0 - self.tolerance)
+
+
+@dataclass(frozen=True)
+class ToolRules:
+    """Per-tool settings; None means "the trace-wide value"."""
+
+    exempt: bool = False
+    min_repetitions: int | None = None
+    frequency_limit: int | None = None
+    ignore_args: frozenset[str] = frozenset()
+    retry: RetryRules | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    """The settings the reference engine reads, with the documented defaults."""
+
+    signature_key: bytes
+    window: int = 10
+    max_period: int = 3
+    min_repetitions: int = 3
+    frequency_limit: int = 3
+    max_steps: int = 200
+    hysteresis: int = 1
+    stop_after: int = 1
+    max_nudges: int = 1
+    max_renewals: int = 3
+    max_argument_bytes: int = 65_536
+    permanent_errors: tuple[str, ...] = PERMANENT_ERRORS
+    volatile_keys: frozenset[str] = VOLATILE_KEYS
+    retry: RetryRules = RetryRules()
+    tools: dict[str, ToolRules] = field(default_factory=dict)
+
+    @property
+    def digest_key(self) -> bytes:
+        return self.signature_key
+
+
+def from_plain(settings: dict[str, Any], config: Any = ReferenceConfig, tool: Any = ToolRules,
+               retry: Any = RetryRules) -> Any:
+    """A configuration from plain settings (``tools``: name -> dict, a tool's ``retry``: a dict).
+
+    The reference's own types by default; the differential tests pass the product's classes to build its
+    configuration from the same settings (this module still imports nothing from the product).
+    """
+    plain = dict(settings)
+    tools = {}
+    for name, rules in plain.pop("tools", {}).items():
+        rules = dict(rules)
+        if "retry" in rules:
+            rules["retry"] = retry(**rules["retry"])
+        tools[name] = tool(**rules)
+    return config(tools=tools, **plain)
+
+
+@dataclass(frozen=True)
+class Lease:
+    owner: str
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call, as plain values (the fields of the README's tool call)."""
+
+    tool: str
+    arguments: Any = None
+    arguments_captured: bool = True
+    result: Any = None
+    result_captured: bool = False
+    error: str | None = None
+    progress: str | None = None
+    start: float | None = None
+    end: float | None = None
+    lease: Lease | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str
+    rule: str
+    step: int
+    period: int | None = None
+    repetitions: int | None = None
+    cycle_start: int | None = None
+    tool: str | None = None
+    signature_digest: str | None = None
+    normalizer_version: str = ""
+
+
+@dataclass(frozen=True)
+class Transition:
+    step: int
+    previous: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Intervention:
+    action: str
+    message: str
+    rule: str
+    step: int
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Observation:
+    index: int
+    verdict: Verdict
+    transition: Transition | None = None
+    intervention: Intervention | None = None
+    signature_digest: str | None = None
+
 
 NORMALIZER_VERSION = "loopguard-norm/1"
 
@@ -102,8 +235,6 @@ class ReferenceState:
 
     __slots__ = (
         "after_nudge",
-        "cost",
-        "cost_limit_hit",
         "counts",
         "episode_nudged",
         "ev_match",
@@ -159,8 +290,6 @@ class ReferenceState:
         self.stop: Intervention | None = None
         self.last_intervention: Intervention | None = None
         self.step_limit_hit = False
-        self.cost = CostTotal()
-        self.cost_limit_hit = False
         # Room for the shell's bookkeeping (agent names, span contexts), so it needs no second map.
         self.extra: dict[str, Any] = {}
         # Every call's "failed with a permanent error" flag, and whether the last verdict is a cycle of such calls.
@@ -180,8 +309,8 @@ class ReferenceEngine:
         config: the configuration; the engine is immutable and shared by all traces.
     """
 
-    def __init__(self, config: LoopGuardConfig | None = None) -> None:
-        self.config = config or LoopGuardConfig()
+    def __init__(self, config: ReferenceConfig) -> None:
+        self.config = config
         cfg = self.config
         self.canonicalizer = ReferenceCanonicalizer(cfg.volatile_keys, cfg.max_argument_bytes)
         self.normalizer_version = NORMALIZER_VERSION
@@ -194,7 +323,7 @@ class ReferenceEngine:
         """A fresh state for a new trace."""
         return ReferenceState(self.config.window, self.config.max_period, self.normalizer_version)
 
-    def signature(self, call: ToolCall) -> _Signature:
+    def signature(self, call: Call) -> _Signature:
         """The action signature of ``call``."""
         if not call.arguments_captured:
             return _Signature(call.tool, UNKNOWN)
@@ -213,7 +342,7 @@ class ReferenceEngine:
             self._digests[key] = hit
         return hit
 
-    def observe(self, state: ReferenceState, call: ToolCall, now: float | None = None) -> Observation:
+    def observe(self, state: ReferenceState, call: Call, now: float | None = None) -> Observation:
         """Add ``call`` to the trace and judge it.
 
         Args:
@@ -283,7 +412,7 @@ class ReferenceEngine:
             # A stuck trace recovers only on evidence no other call in the window had (not a failure, not missing).
             seen = [e.evidence for e in recent if e is not entry]
             if evidence is None or evidence == FAILED or evidence in seen:
-                verdict = msgspec.structs.replace(state.verdict, step=index)
+                verdict = dataclasses.replace(state.verdict, step=index)
             else:
                 verdict = Verdict(WORKING, "recovered", index, tool=call.tool,
                                   normalizer_version=self.normalizer_version)
@@ -306,27 +435,10 @@ class ReferenceEngine:
             return None
         return self._conclude(state, verdict, None)
 
-    def add_usage(self, state: ReferenceState, model: str | None, usage: Usage) -> Observation | None:
-        """Add one model call's usage to the trace's cost; returns a stop when the cost budget is exceeded."""
-        state.cost = state.cost.add(model, usage, self.config.prices)
-        limit = self.config.max_cost_usd
-        if limit is None or state.cost_limit_hit or state.cost.usd <= limit:
-            return None
-        state.cost_limit_hit = True
-        stop = Intervention(
-            "stop",
-            f"loopguard stopped the run: model usage cost ${state.cost.usd:.4f}, over the budget of ${limit:.4f}",
-            RULE_COST_LIMIT,
-            state.index,
-            state.verdict,
-        )
-        self._stop(state, stop)
-        return Observation(state.index, state.verdict, None, stop, None)
-
     # -- detectors ---------------------------------------------------------
 
     @staticmethod
-    def _track_retry(state: ReferenceState, entry: _Entry, call: ToolCall, policy: RetryPolicy) -> None:
+    def _track_retry(state: ReferenceState, entry: _Entry, call: Call, policy: RetryRules) -> None:
         if call.error is None or not policy.is_retryable(call.error):
             state.retry_key = None
             return
@@ -373,7 +485,7 @@ class ReferenceEngine:
             and lease.owner.strip()
             and now is not None
             and lease.deadline > now
-            and state.lease_renewals <= cfg.lease.max_renewals
+            and state.lease_renewals <= cfg.max_renewals
         ):
             return Verdict(WAITING, RULE_LEASE, index, normalizer_version=version)
 

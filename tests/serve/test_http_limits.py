@@ -21,6 +21,7 @@ from google.rpc import status_pb2
 from otel_loopguard.errors import InputError
 from otel_loopguard.serve.request import RequestTooLarge, gunzip
 from otel_loopguard.serve.settings import ServeSettings, default_max_connections
+from tests.support.external import unavailable
 
 from ._net import closed_by_peer, dribble_until_closed, parse_reply, raw_request, read_until_closed
 from ._support import EXPORT_METHOD, FIXTURE_FILES, Harness, post, to_proto
@@ -217,7 +218,7 @@ def test_listen_backlog_is_the_configured_length() -> None:
     """The listening socket's accept queue is the configured backlog (``ss`` shows it as Send-Q of a listener);
     http.server's default was 5."""
     if shutil.which("ss") is None:
-        pytest.skip("ss (iproute2) is not installed")
+        unavailable("ss is not installed (apt-get install -y iproute2)")
     with Harness(settings=ServeSettings(backlog=777), grpc_on=False) as h:
         out = subprocess.run(["ss", "-Hltn", f"sport = :{h.server.http_port}"], capture_output=True, text=True,
                              check=True).stdout.split()
