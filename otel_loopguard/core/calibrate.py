@@ -50,7 +50,7 @@ from ..errors import ConfigError
 from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
-from .judge import MCP_CLIENT_NESTING, Step, TraceJudge, join_nested
+from .judge import Step, TraceJudge
 from .model import RULE_FREQUENCY, RULE_PERIOD, STUCK
 
 if sys.version_info >= (3, 11):
@@ -312,7 +312,8 @@ class CalibrationTrace:
     """One trace as the sweep needs it: its judge steps, read once and kept for every setting.
 
     Args:
-        steps: the trace's steps, duplicates (one span id delivered twice) already dropped, in any order.
+        steps: the trace's steps as the assembler gives them to ``audit``'s judge: duplicates (one span id
+            delivered twice) dropped, nested spans of one call joined, calls derived from model spans included.
         trace_id: hex trace id, or None (a steps file).
         source: where the trace came from (file names).
         label: :data:`INCIDENT`, :data:`HEALTHY` or None (unlabelled).
@@ -322,9 +323,9 @@ class CalibrationTrace:
         in_order: the steps are a steps file's, judged in the order given (their times may be absent).
         last_end: the end of the trace's last span, epoch seconds (default: the last end among its steps).
 
-    The steps are put once in the order the judge judges them (start time, then end time and span id) with nested
-    spans of one call joined (:func:`~.judge.join_nested`), so each setting's judge finds them ready; the judge
-    still sorts and joins them itself, which costs one pass over sorted steps. From the same order come the
+    The steps are put once in the order the judge judges them (start time, then end time and span id), so each
+    setting's judge finds them ready (joining nested spans is the assembler's, which knows the conventions: this
+    layer may not import them). From the same order come the
     times and the cumulative model cost at each tool call, for the delays. The tool steps are also kept apart:
     without a cost budget, model usage changes no verdict, nudge or stop, so :func:`replay` judges only them.
     """
@@ -338,7 +339,6 @@ class CalibrationTrace:
         ordered = list(steps)
         if not in_order:
             ordered.sort(key=_order)
-            ordered = join_nested(ordered, MCP_CLIENT_NESTING)
         self.steps: tuple[Step, ...] = tuple(ordered)
         #: The tool steps alone: what a setting without a cost budget needs (model usage then decides nothing).
         self.tool_steps: tuple[Step, ...] = tuple(s for s in ordered if s.call is not None)

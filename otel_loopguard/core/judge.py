@@ -592,6 +592,16 @@ class TraceJudge:
             self._ready.append(step)
         return True
 
+    def assembled(self) -> list[Step]:
+        """The steps :meth:`finish` would judge now, in its order with nested calls joined, without judging them.
+
+        For a judge that has only taken steps (``audit``'s and calibration's readers): calibration replays these
+        under many settings, so it judges exactly the steps ``audit`` judges.
+        """
+        steps = [*self._ready, *(s for children in self._held.values() for s in children)]
+        steps.sort(key=_ORDER)
+        return join_nested(steps, self._nesting) if self._inner else steps
+
     def discard(self, origin: str) -> int:
         """Drop the kept and waiting steps of one origin (``serve``: tool calls derived from model spans, once the
         trace turns out to have tool spans or its model spans are derived again); the next :meth:`finish` judges
