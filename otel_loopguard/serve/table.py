@@ -51,6 +51,7 @@ from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
+from ..core.model import WORKING
 from ..core.store import EVICT_CAPACITY
 from ..sdk.emit import VerdictEvent
 
@@ -590,8 +591,9 @@ class TraceTable:
         for item in told:
             events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:
+            # Counted as started in ``working`` (as the processor counts it): the transitions told above move it.
             trace.tracked = True
-            started.append(judge.verdict.kind)
+            started.append(WORKING)
         if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
             judge.drop_steps()
             counts["inexact_traces"] += 1
