@@ -78,6 +78,7 @@ __all__ = [
     "rank_key",
     "read_calibrate_table",
     "replay",
+    "replay_judge",
     "replay_all",
     "sweep",
     "trade_off",
@@ -423,6 +424,17 @@ class Outcome(NamedTuple):
         return self.stop_step >= 0 and self.stop_rule not in LOOP_RULES
 
 
+def replay_judge(trace: CalibrationTrace, engine: LoopEngine) -> TraceJudge:
+    """The judge of one trace replayed with ``engine``, finished at the trace's observation time (see :func:`replay`
+    for what is left out)."""
+    judge = TraceJudge(engine, keep_steps=False, step_audit=False)
+    add = judge.add
+    for step in (trace.steps if engine.config.max_cost_usd is not None else trace.tool_steps):
+        add(step)
+    judge.finish(trace.observed_at)
+    return judge
+
+
 def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
     """Judge one trace with ``engine`` as ``audit`` does (a new judge, every step, finished at its observation
     time) and return what happened.
@@ -432,11 +444,7 @@ def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
     judge judges, so none arrives out of order), and, without a cost budget, the model usage steps (usage only
     adds to the cost, which decides nothing without a budget). Duplicate spans were dropped when the trace was read.
     """
-    judge = TraceJudge(engine, keep_steps=False, step_audit=False)
-    add = judge.add
-    for step in (trace.steps if engine.config.max_cost_usd is not None else trace.tool_steps):
-        add(step)
-    judge.finish(trace.observed_at)
+    judge = replay_judge(trace, engine)
     stuck_step = cycle_start = nudge_step = stop_step = _NONE
     stuck_rule = stop_rule = stuck_tool = stop_tool = ""
     for transition in judge.transitions:
