@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
@@ -280,12 +280,14 @@ def _read_all(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGuar
                         order.append(path)
                     files[path] = _steps_file(path, config, at, dir_label)
                     continue
-                for early in collector.add_all(_labelled(read_spans(path, on_error=report), dir_label, dir_labels,
-                                                         order), path):
+                spans = _labelled(read_spans(path, on_error=report), dir_label, dir_labels, order)
+                released: Iterable[Any] = collector.add_all(spans, path)  # AssembledTrace values
+                for early in released:
                     assembled.setdefault(early.trace_id, []).append(early)
             except InputError as exc:
                 report(exc)
-    for trace in collector.finish():
+    finished: list[Any] = collector.finish()
+    for trace in finished:
         assembled.setdefault(trace.trace_id, []).append(trace)
     out = []
     for key in order:
@@ -424,14 +426,7 @@ def run(args: argparse.Namespace) -> int:
         check_plot(plot_to)
     config_path = _config_path(args)
     config = LoopGuardConfig.load(config_path)
-    file_axes = read_calibrate_table(config_path) if config_path else {}
-    cli_axes = dict(parse_axis_text(text) for text in args.grid)
-    grid = Grid.build(file_axes, cli_axes)
-    if grid.combinations > MAX_SETTINGS:  # before reading anything
-        raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
-    valid, refused = grid.settings(config)
-    if not valid:
-        raise ConfigError(f"no combination of the grid is a valid configuration, e.g. {refused[0][1]}")
+    grid = _grid(args, config_path, config)
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
@@ -459,32 +454,14 @@ def run(args: argparse.Namespace) -> int:
         if tool not in known_tools:
             print(f"otel-loopguard: warning: the grid names tool {tool!r}, which no trace calls", file=sys.stderr)
 
-    written = None
-    if args.write and result.recommendation is not None:
-        header = _file_header(result, config_path)
-        text = config_toml(_base_data(config_path), result.recommendation.setting, header)
-        try:
-            with open(args.write, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise ConfigError(f"{args.write}: cannot write: {exc.strerror or exc}") from None
-        written = args.write
+    written = _write(args.write, result, config_path)
     if plot_to is not None:
         from .calibrate_plot import plot  # noqa: PLC0415
 
         plot(result, plot_to)
-
     out = sys.stdout
     if args.json:
-        doc = result.as_dict()
-        doc["labels"] = {"by_source": reading.by_source, "overridden": reading.overridden,
-                         "unlabelled_reasons": reading.unlabelled_reasons,
-                         "manifest_entries_unmatched": reading.unmatched}
-        doc["seconds"] = {"read": round(reading.seconds, 3), "sweep": round(swept, 3)}
-        doc["jobs"] = jobs
-        doc["written"] = written
-        doc["plot"] = plot_to
-        out.write(json.dumps(doc) + "\n")
+        out.write(json.dumps(_json_doc(result, reading, swept, jobs, written, plot_to)) + "\n")
     else:
         format_calibration(result, reading, out, top=args.top, seconds=swept, jobs=jobs)
         if written:
@@ -493,6 +470,43 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"drew the picture in {plot_to}\n")
     out.flush()
     return EXIT_ERROR if on_error.failed else EXIT_OK
+
+
+def _json_doc(result: Calibration, reading: Reading, swept: float, jobs: int, written: str | None,
+              plot_to: str | None) -> dict[str, Any]:
+    """The ``--json`` document: the calibration, how the traces were labelled, the times and what was written."""
+    doc = result.as_dict()
+    doc["labels"] = {"by_source": reading.by_source, "overridden": reading.overridden,
+                     "unlabelled_reasons": reading.unlabelled_reasons, "manifest_entries_unmatched": reading.unmatched}
+    doc["seconds"] = {"read": round(reading.seconds, 3), "sweep": round(swept, 3)}
+    doc.update(jobs=jobs, written=written, plot=plot_to)
+    return doc
+
+
+def _grid(args: argparse.Namespace, config_path: str | None, config: LoopGuardConfig) -> Grid:
+    """The grid to sweep (the file's [calibrate] table, then --grid), checked before anything is read."""
+    file_axes = read_calibrate_table(config_path) if config_path else {}
+    cli_axes = dict(parse_axis_text(text) for text in args.grid)
+    grid = Grid.build(file_axes, cli_axes)
+    if grid.combinations > MAX_SETTINGS:
+        raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
+    valid, refused = grid.settings(config)
+    if not valid:
+        raise ConfigError(f"no combination of the grid is a valid configuration, e.g. {refused[0][1]}")
+    return grid
+
+
+def _write(path: str | None, result: Calibration, config_path: str | None) -> str | None:
+    """Write the recommended setting as a configuration file when asked; returns the path written, if any."""
+    if not path or result.recommendation is None:
+        return None
+    text = config_toml(_base_data(config_path), result.recommendation.setting, _file_header(result, config_path))
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return path
 
 
 def _file_header(result: Calibration, config_path: str | None) -> list[str]:
@@ -640,6 +654,24 @@ def _describe(result: Calibration, r: SettingResult, out: IO[str]) -> None:
         out.write(f"  {len(r.budget_stops)} trace(s) stopped by the step or cost budget (not counted above)\n")
 
 
+def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
+    """Name the tools the recommendation's false positives repeat, with the per-tool grid to sweep for them."""
+    hints = result.tool_hints()
+    if not hints:
+        return
+    rec_values = rec.setting.config
+    grids = []
+    for tool, rule, _ in hints:
+        if rule == "frequency":
+            low = rec_values.frequency_limit
+            grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
+        else:
+            grids.append(f"--grid tools.{tool}.exempt=false,true")
+    named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
+    out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
+              f"{' '.join(grids)}\n")
+
+
 def format_calibration(result: Calibration, reading: Reading, out: IO[str], *, top: int = _TOP,
                        seconds: float = 0.0, jobs: int = 1) -> None:
     """Print the readable answer: the summary, the table, the recommendation and its trade-off."""
@@ -681,19 +713,7 @@ def format_calibration(result: Calibration, reading: Reading, out: IO[str], *, t
         _describe(result, other, out)
     else:
         out.write("\nno setting catches more incidents or catches them sooner, even with false stops\n")
-    hints = result.tool_hints()
-    if hints:
-        rec_values = rec.setting.config
-        grids = []
-        for tool, rule, _ in hints:
-            if rule == "frequency":
-                low = rec_values.frequency_limit
-                grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
-            else:
-                grids.append(f"--grid tools.{tool}.exempt=false,true")
-        named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
-        out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
-                  f"{' '.join(grids)}\n")
+    _hints(result, rec, out)
     if result.unlabelled:
         unl = result.unlabelled_outcomes
         why = ", ".join(f"{n} {reason}" for reason, n in reading.unlabelled_reasons.items())

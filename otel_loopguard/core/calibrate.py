@@ -78,8 +78,8 @@ __all__ = [
     "rank_key",
     "read_calibrate_table",
     "replay",
-    "replay_judge",
     "replay_all",
+    "replay_judge",
     "sweep",
     "trade_off",
 ]

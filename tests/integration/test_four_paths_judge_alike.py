@@ -109,7 +109,7 @@ def four_paths() -> Iterator[dict[str, dict[str, Sequence]]]:
 
 def test_every_recorded_fixture_is_judged() -> None:
     """The differential below covers every recorded fixture file of every fixture folder."""
-    assert FILES == [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json"))]
+    assert [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json"))] == FILES
     assert len(FILES) == 296
 
 
