@@ -525,6 +525,15 @@ class TraceJudge:
         return self.state.cost
 
     @property
+    def known_cost(self) -> float | None:
+        """The trace's model cost in USD when it is known (usage was judged and every model had a price), else
+        None: unpriced usage is never recorded as $0."""
+        if not self.seen_usage:
+            return None
+        cost = self.state.cost
+        return None if cost.unpriced_tokens else cost.usd
+
+    @property
     def transitions(self) -> list[Transition]:
         """Every change of verdict kind so far (the first :data:`MAX_KEPT_EVENTS`)."""
         return list(self._transitions)

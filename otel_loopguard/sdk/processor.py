@@ -915,10 +915,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, judge: TraceJudge, evicted: str | None) -> None:
-        cost = judge.cost
-        # The cost is known only when every model call was priced: unpriced usage is never recorded as $0.
-        known = judge.seen_usage and not cost.unpriced_tokens
-        self._emitter.trace_finished(judge.verdict.kind, judge.steps, cost.usd if known else None, evicted)
+        self._emitter.trace_finished(judge.verdict.kind, judge.steps, judge.known_cost, evicted)
 
     def _evicted(self, key: Hashable, record: _Trace, reason: str) -> None:
         try:

@@ -708,8 +708,7 @@ class TraceTable:
             for judged in told:
                 events.append(self._event(trace, judged))
             report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}")
-            cost = report.cost
-            known_cost = judge.seen_usage and cost is not None and not cost.unpriced_tokens
+            known_cost = judge.known_cost is not None
             counts = dict.fromkeys(_COUNTERS, 0)
             counts["finished_traces"] = 1
             counts["rejudged_traces"] = judge.rejudged - rejudged
