@@ -31,7 +31,7 @@ from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
-from ..core.model import NO_INTERVENTION, Intervention, Verdict
+from ..core.model import NO_INTERVENTION, Intervention, ToolCall, Verdict
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -662,91 +662,70 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._emitter.release(self._emit_failed)
 
     def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any) -> None:
-        # Every span property is read once (each is a Python call); the call is read before the trace's lock is
-        # taken, and the trace's bookkeeping and its judging share one hold of that lock.
+        """Judge a tool span's call in its trace: the call is read before the trace's lock is taken, and the trace's
+        bookkeeping and its judging share one hold of that lock."""
         ctx = span.context
         trace_id = ctx.trace_id
-        span_id = ctx.span_id
         parent = span.parent
         start = span.start_time
         end = span.end_time
         now = end * 1e-9 if end else time.time()
         status = span.status
         error = status.status_code is StatusCode.ERROR
-        extractor = self._extractor
-        # Positional: attrs, span name, start, end, status error and message, and the span's events, read only when
-        # the convention keeps content in events or the call failed (``span.events`` copies).
-        call = extractor.call_of(row, attrs, name, start, end, error, status.description if error else None,
-                                 _events(span))
-        arguments_captured = call.arguments_captured
-        result_captured = call.result_captured
-        captured = arguments_captured and result_captured
-        convention = None if captured else row.convention
-        last = self._last_slot
-        if last is not None and last[0] == trace_id and self._store.get(trace_id) is last[1].state:
-            slot = last[1]  # _trace_slot's fast path, inline: the usual case
-            slot.seen = now
-        else:
-            slot = self._trace_slot(trace_id, now)
-        per_conversation = self._per_conversation
+        # The span's events are read only when the convention keeps content in events or the call failed.
+        call = self._extractor.call_of(row, attrs, name, start, end, error, status.description if error else None,
+                                       _events(span))
+        slot = self._trace_slot(trace_id, now)
         judged: list[Step] = []
+        told: list[Judged] = []
         with slot.lock:
             record = slot.state
-            tools = record.tools
-            if tools:
-                tools.discard(span_id)
-                parent_open = parent is not None and parent.span_id in tools
-            else:
-                parent_open = False
-            if self._late_agents.refs:
-                self._learn_agents(trace_id, record)
-            agents = record.agents
-            agent = agents[-1] if agents else None
+            parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
+            # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
+            # for the rest). The agent and conversation are read only when an event is told.
+            step = Step(span_id=ctx.span_id, parent_span_id=parent.span_id if parent is not None else None,
+                        start_ns=start or 0, end_ns=end or 0, call=call,
+                        origin=tool_origin(attrs) if parent_open else "")
             key = record.key
-            # The trace's calls are read from its tool spans: none is derived from its model spans.
-            record.has_tools = True
-            turns = record.turns
-            if turns is not None and turns.derive:
-                turns.tool_span_seen()
-            tool_ends = record.tool_ends
-            if len(tool_ends) < _MAX_TOOL_ENDS:
-                tool_ends.append(end or 0)
-            unread = record.unread
-            if unread is None:
-                unread = record.unread = UnreadTrace()
-            # Content found: only counted; not found: the span's unknown content-like keys are noted.
-            unread.tool(attrs, arguments_captured, result_captured, () if captured else _events(span), convention)
-            # The agent and conversation are read only when an event is told (_publish), not for every call. Only
-            # a span inside an open tool span may be the same call seen twice (the judge's fast path stays for the
-            # rest).
-            step = Step(
-                span_id=span_id,
-                parent_span_id=parent.span_id if parent is not None else None,
-                start_ns=start or 0,
-                end_ns=end or 0,
-                call=call,
-                origin=tool_origin(attrs) if parent_open else "",
-            )
-            if not per_conversation:
+            if not self._per_conversation:
                 judge = record.judge
                 if judge is None:
                     judge = record.judge = self._new_judge()
                 told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
-        if per_conversation:
-            self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open,
-                              label=agent.name if agent is not None else None, span_name=name, ctx=ctx)
+        label = agent.name if agent is not None else None
+        if self._per_conversation:
+            self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open, label=label,
+                              span_name=name, ctx=ctx)
             return
-        counts = self._tool_counts if self._deferred is not None else None
-        if counts is not None and len(judged) == 1 and judged[0] is step:
-            # The usual case, inline: this call alone was judged, counted per drain.
-            tool = call.tool
-            counts[tool] = counts.get(tool, 0) + 1
-            if agent is not None:
-                agent.tool_calls += 1
-        else:
-            self._count(judged, agent)
+        self._count(judged, agent)
         if told:
-            self._tell(trace_id, slot, attrs, told, agent.name if agent is not None else None, name, ctx)
+            self._tell(trace_id, slot, attrs, told, label, name, ctx)
+
+    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, span_id: int, attrs: Any,
+                   call: ToolCall, convention: Any) -> tuple[bool, _Agent | None]:
+        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the open tool spans,
+        the agents, the end times and the unread note. Returns (the parent tool span is still open, the agent)."""
+        tools = record.tools
+        parent = span.parent
+        parent_open = False
+        if tools:
+            tools.discard(span_id)
+            parent_open = parent is not None and parent.span_id in tools
+        if self._late_agents.refs:
+            self._learn_agents(trace_id, record)
+        agents = record.agents
+        # The trace's calls are read from its tool spans: none is derived from its model spans.
+        record.has_tools = True
+        turns = record.turns
+        if turns is not None and turns.derive:
+            turns.tool_span_seen()
+        if len(record.tool_ends) < _MAX_TOOL_ENDS:
+            record.tool_ends.append(span.end_time or 0)
+        # Content found: only counted; not found: the span's unknown content-like keys are noted.
+        captured = call.arguments_captured and call.result_captured
+        record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
+                                 () if captured else _events(span), None if captured else convention)
+        return parent_open, agents[-1] if agents else None
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context

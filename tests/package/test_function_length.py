@@ -14,7 +14,6 @@ MAX_LINES = 60
 ALLOWED: dict[str, int] = {
     "core/window.py:Signatures.__init__": 127,
     "serve/table.py:TraceTable._judge": 108,
-    "sdk/processor.py:LoopGuardSpanProcessor._tool_ended": 86,
     "cli/demo_agent.py:run_demo": 81,
     "serve/server.py:run_serve": 72,
     "core/engine.py:LoopEngine._judge": 66,
