@@ -500,77 +500,103 @@ class TraceTable:
         if batch.max_end_ns > trace.max_end_ns:
             trace.max_end_ns = batch.max_end_ns
             news = True
-        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
-        # trace directly.
-        seen: UnreadTrace | None = None
-        unread = trace.unread
-        added = 0
-        turns = trace.turns
         if batch.steps and not trace.has_tools and any(step.call is not None for step, _ in batch.steps):
-            # The trace's calls are read from its tool spans: none is derived from its model spans (those derived
-            # before are dropped; the trace is judged again without them at the finish).
-            trace.has_tools = True
-            if turns is not None:
-                turns.forget()
-                if judge.discard(ORIGIN_DERIVED):
-                    trace.unread.set_derived(0)
-                    news = True
-        extractor = self._reader.extractor
+            news |= self._tools_seen(trace)
         if batch.agents:
-            ids = trace.agent_ids
-            if ids is None:
-                ids = trace.agent_ids = set()
-            agents = trace.agents
-            if agents is None:
-                agents = trace.agents = []
-            for span in batch.agents:
-                if span.span_id in ids:
-                    continue
-                if len(ids) < _MAX_MODEL_IDS:
-                    ids.add(span.span_id)
-                unread.model(span.attributes)
-                # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-                if len(agents) < _MAX_AGENTS:
-                    agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
-                news = True
-        add = judge.add
-        tool = unread.tool
-        for step, span in batch.steps:
-            if add(step):
-                added += 1
-                call = step.call
-                if call is not None:
-                    if call.arguments_captured and call.result_captured:
-                        tool(span.attributes, True, True)
-                    else:
-                        if seen is None:
-                            seen = UnreadTrace()
-                        seen.tool(span.attributes, call.arguments_captured, call.result_captured,
-                                  [(name, ev) for name, _, ev in span.events],
-                                  extractor.convention(span.attributes, span.name))
-        # Counted per batch: a step not added was a duplicate.
-        duplicates = len(batch.steps) - added
-        if duplicates:
-            counts["duplicate_spans"] += duplicates
+            news |= self._note_agents(trace, batch.agents)
+        added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
+            turns = trace.turns
             if turns is None:
                 turns = trace.turns = _Turns()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, unread, counts)
-        if seen is not None:
-            unread.merge(seen)
-            for cause in seen.causes():
-                # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
-                # arrive in any order, its root first as well as last.)
-                if cause.reason == UNKNOWN_ATTRIBUTES:
-                    notes.append(cause)
+            added += self._turns(trace, turns, batch.models, reopened, trace.unread, counts)
         if added or news:
             trace.changed = True
             if reopened and trace.tracked:
                 started.append(judge.verdict.kind)
         if not added:
             return 0
+        self._advance(trace, batch, events, tools, started, counts)
+        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
+            judge.drop_steps()
+            counts["inexact_traces"] += 1
+        delta = judge.kept_bytes - trace.kept
+        trace.kept = judge.kept_bytes
+        return delta
+
+    def _tools_seen(self, trace: _Trace) -> bool:
+        """The trace's calls are read from its tool spans from now on: none is derived from its model spans (those
+        derived before are dropped; the trace is judged again without them at the finish). Returns whether any was."""
+        trace.has_tools = True
+        turns = trace.turns
+        if turns is None:
+            return False
+        turns.forget()
+        if trace.judge.discard(ORIGIN_DERIVED):
+            trace.unread.set_derived(0)
+            return True
+        return False
+
+    def _note_agents(self, trace: _Trace, spans: list[SpanRecord]) -> bool:
+        """Remember the batch's agent spans not seen before (each once); returns whether there was one."""
+        ids = trace.agent_ids
+        if ids is None:
+            ids = trace.agent_ids = set()
+        agents = trace.agents
+        if agents is None:
+            agents = trace.agents = []
+        extractor = self._reader.extractor
+        news = False
+        for span in spans:
+            if span.span_id in ids:
+                continue
+            if len(ids) < _MAX_MODEL_IDS:
+                ids.add(span.span_id)
+            trace.unread.model(span.attributes)
+            # Its attributes are final (the span ended): the calls it holds are named after it from now on.
+            if len(agents) < _MAX_AGENTS:
+                agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+            news = True
+        return news
+
+    def _add_steps(self, trace: _Trace, batch: _Batch, counts: dict[str, int], notes: list[Unread]) -> int:
+        """Add the batch's tool steps to the judge, noting unread content; returns how many were new."""
+        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
+        # trace directly.
+        seen: UnreadTrace | None = None
+        unread = trace.unread
+        extractor = self._reader.extractor
+        add = trace.judge.add
+        added = 0
+        for step, span in batch.steps:
+            if not add(step):
+                continue
+            added += 1
+            call = step.call
+            if call is None:
+                continue
+            if call.arguments_captured and call.result_captured:
+                unread.tool(span.attributes, True, True)
+                continue
+            if seen is None:
+                seen = UnreadTrace()
+            seen.tool(span.attributes, call.arguments_captured, call.result_captured,
+                      [(name, ev) for name, _, ev in span.events], extractor.convention(span.attributes, span.name))
+        # Counted per batch: a step not added was a duplicate.
+        counts["duplicate_spans"] += len(batch.steps) - added
+        if seen is not None:
+            unread.merge(seen)
+            # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
+            # arrive in any order, its root first as well as last.)
+            notes += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
+        return added
+
+    def _advance(self, trace: _Trace, batch: _Batch, events: list[VerdictEvent], tools: list[str],
+                 started: list[str], counts: dict[str, int]) -> None:
+        """Judge what was added, in start order, and make the events it told."""
+        judge = trace.judge
         was_reordered = judge.reordered
         judged: list[Step] = []
         told = judge.advance(judged=judged)
@@ -594,12 +620,6 @@ class TraceTable:
             # Counted as started in ``working`` (as the processor counts it): the transitions told above move it.
             trace.tracked = True
             started.append(WORKING)
-        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
-            judge.drop_steps()
-            counts["inexact_traces"] += 1
-        delta = judge.kept_bytes - trace.kept
-        trace.kept = judge.kept_bytes
-        return delta
 
     def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
                counts: dict[str, int]) -> int:
