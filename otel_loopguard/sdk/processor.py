@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import msgspec
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
@@ -41,9 +42,25 @@ _logger = logging.getLogger(__name__)
 
 Listener = Callable[[VerdictEvent], None]
 
-# Kinds of queued hook calls (identity-compared markers).
-_STARTED = "started"
-_ENDED = "ended"
+
+
+class _Started(msgspec.Struct, frozen=True, gc=False):
+    """A GenAI span's start, handed to the worker: its attributes as copied at start, and whether it is a local
+    root."""
+
+    span: Span
+    attrs: dict[str, Any]
+    is_root: bool
+
+
+class _Ended(msgspec.Struct, frozen=True, gc=False):
+    """A span's end, handed to the worker: a GenAI span with the attributes ``on_end`` read (``genai``), or the
+    local root of a trace that had GenAI spans (``attrs`` None)."""
+
+    span: ReadableSpan
+    attrs: Any
+    genai: bool
+    is_root: bool
 
 
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
@@ -373,7 +390,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs and not self._markers.isdisjoint(attrs):
                 parent = span.parent
                 # The worker works out the role and records the span (a root: as the trace's root).
-                self._submit((_STARTED, span, None, _plain(attrs), parent is None or parent.is_remote))
+                self._submit(_Started(span, _plain(attrs), parent is None or parent.is_remote))
                 return
             parent = span.parent
             if parent is None or parent.is_remote:
@@ -413,23 +430,24 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit((_ENDED, span, True, attrs, is_root))
+                self._submit(_Ended(span, attrs, True, is_root))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
                     # The root of a trace that had GenAI spans: release the trace's record.
-                    self._submit((_ENDED, span, False, None, True))
+                    self._submit(_Ended(span, None, False, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
-    def _process(self, item: tuple[Any, ...]) -> None:
+    def _process(self, item: _Started | _Ended) -> None:
         """Do the work of one queued hook call (on the worker, or inline); never raises."""
-        kind, span, a, b, is_root = item
+        span = item.span
         try:
-            if kind is _STARTED:
-                self._started(span, b, is_root)
+            if isinstance(item, _Started):
+                self._started(item.span, item.attrs, item.is_root)
                 return
-            if a:
+            b = item.attrs
+            if item.genai:
                 # Every further read is a plain dict lookup: the ended SDK span's own (immutable) dict as on_end read
                 # it, else a copy of the public mapping (whose misses raise and catch KeyError in Mapping.get).
                 attrs = b if b.__class__ is dict else _plain(b if b is not None else span.attributes)
@@ -443,10 +461,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
                     self._agent_ended(span, attrs)
-            if is_root:
+            if item.is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
-            self._fail("on_end" if kind is _ENDED else "on_start", exc)
+            self._fail("on_start" if isinstance(item, _Started) else "on_end", exc)
 
     def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
         role = self._extractor.span_role(attrs, span.name)

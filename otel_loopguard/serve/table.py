@@ -331,14 +331,13 @@ class TraceTable:
         engine: the engine (and configuration) to judge with; ``max_traces`` bounds the open and the remembered
             finished traces.
         idle: seconds without a new span after which a trace is finished.
-        max_spans_per_trace: kept for compatibility; the kept steps are bounded by bytes (``max_trace_bytes``).
         max_trace_bytes: compact steps one trace keeps for re-judging, at most (estimated bytes).
         max_kept_bytes: compact steps all traces keep together, at most (estimated bytes).
 
     Thread-safe: each trace has its own lock; the table's lock is held only for map and counter updates.
     """
 
-    def __init__(self, engine: LoopEngine, idle: float, max_spans_per_trace: int | None = None, *,
+    def __init__(self, engine: LoopEngine, idle: float, *,
                  max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES, max_kept_bytes: int = DEFAULT_MAX_KEPT_BYTES) -> None:
         self.engine = engine
         self.idle = idle
