@@ -44,21 +44,21 @@ Listener = Callable[[VerdictEvent], None]
 
 
 
-class _Started(msgspec.Struct, frozen=True, gc=False):
-    """A GenAI span's start, handed to the worker: its attributes as copied at start, and whether it is a local
-    root."""
+class _HookCall(msgspec.Struct, frozen=True, gc=False):
+    """A hook call handed to the worker (one frozen value per span start or end, read by field name).
 
-    span: Span
-    attrs: dict[str, Any]
-    is_root: bool
+    Attributes:
+        span: the span.
+        attrs: its attributes as the hook read them (a copy at start; the SDK's own dict at end), or None for the
+            end of a plain local root.
+        started: a start (else an end).
+        genai: a GenAI span (else the local root of a trace that had GenAI spans).
+        is_root: a local root.
+    """
 
-
-class _Ended(msgspec.Struct, frozen=True, gc=False):
-    """A span's end, handed to the worker: a GenAI span with the attributes ``on_end`` read (``genai``), or the
-    local root of a trace that had GenAI spans (``attrs`` None)."""
-
-    span: ReadableSpan
+    span: Any
     attrs: Any
+    started: bool
     genai: bool
     is_root: bool
 
@@ -343,9 +343,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         )
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = []
-        self._stamps = {
-            n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
-        }
+        self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -368,7 +366,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._deferred is not None:
             # Events and histogram records leave at the end of each drain, a batch at a time (see Emitter.hold).
             self._emitter.hold()
-        if self._deferred is not None:
             # Drain at exit before the providers' own atexit shutdowns (registered earlier, so run later).
             atexit.register(_drain_at_exit, weakref.ref(self))
 
@@ -390,7 +387,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs and not self._markers.isdisjoint(attrs):
                 parent = span.parent
                 # The worker works out the role and records the span (a root: as the trace's root).
-                self._submit(_Started(span, _plain(attrs), parent is None or parent.is_remote))
+                self._submit(_HookCall(span, _plain(attrs), True, True, parent is None or parent.is_remote))
                 return
             parent = span.parent
             if parent is None or parent.is_remote:
@@ -430,21 +427,21 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit(_Ended(span, attrs, True, is_root))
+                self._submit(_HookCall(span, attrs, False, True, is_root))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
                     # The root of a trace that had GenAI spans: release the trace's record.
-                    self._submit(_Ended(span, None, False, True))
+                    self._submit(_HookCall(span, None, False, False, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
-    def _process(self, item: _Started | _Ended) -> None:
+    def _process(self, item: _HookCall) -> None:
         """Do the work of one queued hook call (on the worker, or inline); never raises."""
         span = item.span
         try:
-            if isinstance(item, _Started):
-                self._started(item.span, item.attrs, item.is_root)
+            if item.started:
+                self._started(span, item.attrs, item.is_root)
                 return
             b = item.attrs
             if item.genai:
@@ -464,7 +461,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if item.is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
-            self._fail("on_start" if isinstance(item, _Started) else "on_end", exc)
+            self._fail("on_start" if item.started else "on_end", exc)
 
     def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
         role = self._extractor.span_role(attrs, span.name)
