@@ -1,34 +1,9 @@
 """The traces of a serve instance: spans arrive in batches, in any order, any number of times, from many connections.
 
-Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` (the judge of the processor, ``audit`` and
-``report``) and its own lock; the table's lock covers only the maps and counters, so connections sending
-different traces do not wait for each other's judging.
-
-**Live judging.** A batch's tool and model steps are judged at once, in start order, so a verdict leaves as soon as
-the span that causes it arrives. While every step arrives after the steps already judged (in start order), the live
-judgement is exact: it is the one ``audit`` gives for the same spans.
-
-**Re-judging rule.** A step that starts before one already judged (a late batch, a parallel call exported after a
-later one), or an MCP client span whose enclosing tool span arrives after it, is judged at once all the same, in
-arrival order, and the trace becomes *reordered*: its events carry ``loopguard.provisional = true`` from then on.
-When the trace finishes (no span for ``idle`` seconds), a reordered trace is judged once more, exactly, in start
-order, from its kept steps; the events of that judgement not sent before are sent then (not provisional), and
-events sent before that it no longer produces are counted (``rejudged_events_retracted``). An out-of-order span
-therefore costs what an in-order one costs (no re-judge on arrival), plus one re-judge of its trace at the finish.
-
-**Idempotency.** A span id already received for a trace counts once (exporter and Collector retries are at least
-once), also after the trace finished, while it is remembered (below): counted in ``duplicate_spans``.
-
-**Finishing.** A trace with no span for ``idle`` seconds is judged once more at its last span's end (expired leases)
-and its :class:`~otel_loopguard.core.judge.TraceReport` is published. Finished traces are remembered (at most
-``max_traces``, least recently finished forgotten), so spans arriving later continue them (``late_spans``) and
-their duplicates are recognised; a late batch of duplicates only does not publish the trace again.
-
-**Memory.** At most ``max_traces`` open traces (beyond it the least recently active is finished early, counted as
-evicted). Each trace keeps compact steps (argument and result text over ``max_argument_bytes`` replaced by a
-digest) up to ``max_trace_bytes``, and all traces together up to ``max_kept_bytes`` (finished traces give theirs up
-first, least recently active first); a trace whose steps are given up can no longer be re-judged: if it is or
-becomes reordered, its report says ``partial`` (``inexact_traces`` counts them).
+Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` and its own lock; the table's lock covers only the
+maps and counters. A batch is judged at once; a trace that received a step out of start order is *reordered* (its
+events provisional) and is judged again, exactly, when it finishes (no span for ``idle`` seconds). Memory is bounded
+by ``max_traces``, ``max_trace_bytes`` and ``max_kept_bytes``. The rules in full: docs/architecture.md.
 """
 
 from __future__ import annotations
