@@ -261,6 +261,28 @@ class LoopEngine:
 
     # -- the decision order ------------------------------------------------
 
+    def _repeated(self, state: TraceState, repetition: Repetition, index: int) -> tuple[Verdict, bool]:
+        """The verdict on a repetition (steps 3-6 of the decision order), and whether a stuck one is permanent."""
+        permanent = False
+        # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
+        # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
+        if repetition.incomplete:
+            kind, rule = UNCERTAIN, RULE_EVIDENCE
+        elif repetition.retry_applies and state._retry.on and self._retry.explains(state._retry):
+            # (a retry is explained only while a run of retryable failures is on: most loops never call it)
+            kind, rule = RETRYING, RULE_RETRY
+        elif repetition.evidence_unchanged():
+            kind, rule = STUCK, repetition.rule
+            permanent = repetition.permanent
+        else:
+            kind, rule = WORKING, RULE_PROGRESS
+        subject = repetition.subject
+        verdict = Verdict(kind, rule, index, period=repetition.period, repetitions=repetition.repetitions,
+                          cycle_start=repetition.cycle_start, tool=subject.tool,
+                          signature_digest=self._signature_digest(state, subject),
+                          normalizer_version=self.normalizer_version)
+        return verdict, permanent
+
     def _judge(self, state: TraceState, now: float | None, repeats: bool, entry: Call | None,
                found: Repetition | bool | None = False) -> Observation | None:
         """Decide the verdict after the trace's latest call, then apply the ladder.
@@ -300,23 +322,7 @@ class LoopEngine:
                 else:
                     verdict = Verdict(WORKING, RULE_NONE, index, normalizer_version=self.normalizer_version)
             else:
-                # 3. Incomplete evidence: uncertain. 4. Explained by the retry policy: retrying.
-                # 5. The evidence changed: working (progress). 6. Otherwise: stuck.
-                if repetition.incomplete:
-                    kind, rule = UNCERTAIN, RULE_EVIDENCE
-                elif repetition.retry_applies and state._retry.on and self._retry.explains(state._retry):
-                    # (a retry is explained only while a run of retryable failures is on: most loops never call it)
-                    kind, rule = RETRYING, RULE_RETRY
-                elif repetition.evidence_unchanged():
-                    kind, rule = STUCK, repetition.rule
-                    permanent = repetition.permanent
-                else:
-                    kind, rule = WORKING, RULE_PROGRESS
-                subject = repetition.subject
-                verdict = Verdict(kind, rule, index, period=repetition.period, repetitions=repetition.repetitions,
-                                  cycle_start=repetition.cycle_start, tool=subject.tool,
-                                  signature_digest=self._signature_digest(state, subject),
-                                  normalizer_version=self.normalizer_version)
+                verdict, permanent = self._repeated(state, repetition, index)
         if entry is None and verdict.kind == previous.kind:
             # Judged again and nothing new happened: no call continued the loop, so the nudge/stop ladder must not
             # advance (the live processor, which judges only when a span ends, would not advance it either).
