@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
@@ -197,18 +197,20 @@ def read_manifest(path: str, rules: LabelRules) -> dict[str, str]:
 # -- reading ---------------------------------------------------------------------------------------------------
 
 
-class _Held:
-    """One trace while the input is read."""
+@dataclass(frozen=True)
+class _Read:
+    """One trace read, before it is labelled."""
 
-    __slots__ = ("best", "dir_labels", "ids", "max_end_ns", "sources", "steps")
-
-    def __init__(self) -> None:
-        self.steps: list[Step] = []
-        self.ids: set[int] = set()
-        self.sources: list[str] = []
-        self.dir_labels: set[str] = set()
-        self.max_end_ns = 0
-        self.best: tuple[tuple[int, int, int], Any] | None = None
+    steps: Sequence[Step]
+    trace_id: str | None
+    source: str
+    names: tuple[str, ...]
+    dir_labels: frozenset[str]
+    attribute: Any
+    observed_at: float | None
+    last_end: float | None
+    max_steps: int | None = None
+    in_order: bool = False
 
 
 @dataclass
@@ -234,25 +236,136 @@ class Reading:
     seconds: float
 
 
+def _steps_file(path: str, config: LoopGuardConfig, at: float | None, dir_label: str | None) -> _Read:
+    """A steps file as one trace, judged in the order given, with its own step budget."""
+    doc = load_steps(path)
+    budget = doc.max_steps
+    if budget is not None:
+        try:
+            replace(config, max_steps=budget)
+        except ConfigError as exc:
+            raise InputError(str(exc), source=path) from None
+    steps = [Step(span_id=i + 1, start_ns=i, end_ns=i, call=call) for i, call in enumerate(doc.calls)]
+    return _Read(steps, None, path, (path, os.path.basename(path)), frozenset((dir_label,) if dir_label else ()),
+                 None, at if at is not None else doc.observed_at, None, budget, in_order=True)
+
+
+def _span_trace(trace: Any, dir_labels: set[str], label_attribute: str | None, at: float | None) -> _Read:
+    """A trace of stored spans, as the shared collector assembled it for ``audit``."""
+    trace_id = f"{trace.trace_id:032x}"
+    end = trace.max_end_ns * 1e-9 if trace.max_end_ns else None
+    attributes = trace.attributes
+    attribute = attributes.get(label_attribute) if attributes and label_attribute else None
+    return _Read(trace.steps, trace_id, trace.source, (trace_id,), frozenset(dir_labels), attribute,
+                 at if at is not None else end, end)
+
+
+def _read_all(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGuardConfig,
+              label_attribute: str | None, at: float | None, report: Callable[[InputError], None]) -> list[_Read]:
+    """Every trace of every path, in order of first appearance: span traces through ``audit``'s collector."""
+    from ..conventions.traces import StepCollector  # noqa: PLC0415 - OTLP reading only when a command runs
+    from ..core.engine import LoopEngine  # noqa: PLC0415
+    from ..otlp.read import read_spans  # noqa: PLC0415
+    from .audit import _sniff_steps  # noqa: PLC0415
+
+    collector = StepCollector(LoopEngine(config), group_by=(label_attribute,) if label_attribute else ())
+    files: dict[str, _Read] = {}
+    order: list[int | str] = []
+    dir_labels: dict[int, set[str]] = {}
+    assembled: dict[int, list[Any]] = {}
+    for top, dir_label in labelled_paths:
+        for path in expand_paths([top]):
+            try:
+                if _sniff_steps(path):
+                    if path not in files:
+                        order.append(path)
+                    files[path] = _steps_file(path, config, at, dir_label)
+                    continue
+                spans = _labelled(read_spans(path, on_error=report), dir_label, dir_labels, order)
+                released: Iterable[Any] = collector.add_all(spans, path)  # AssembledTrace values
+                for early in released:
+                    assembled.setdefault(early.trace_id, []).append(early)
+            except InputError as exc:
+                report(exc)
+    finished: list[Any] = collector.finish()
+    for trace in finished:
+        assembled.setdefault(trace.trace_id, []).append(trace)
+    out = []
+    for key in order:
+        if isinstance(key, str):
+            out.append(files[key])
+        else:
+            out += [_span_trace(t, dir_labels[key], label_attribute, at) for t in assembled.pop(key, ())]
+    return out
+
+
+def _labelled(spans: Any, dir_label: str | None, dir_labels: dict[int, set[str]], order: list[int | str]) -> Any:
+    """The spans, noting each trace's first appearance and the directory labels its spans were read under."""
+    for span in spans:
+        labels = dir_labels.get(span.trace_id)
+        if labels is None:
+            labels = dir_labels[span.trace_id] = set()
+            order.append(span.trace_id)
+        if dir_label is not None:
+            labels.add(dir_label)
+        yield span
+
+
+class _Labeller:
+    """Labels traces (directory, then attribute, then manifest, the later winning) and counts how."""
+
+    def __init__(self, rules: LabelRules, manifest: dict[str, str]) -> None:
+        self.rules = rules
+        self.manifest = manifest
+        self.by_source = {"directory": 0, "attribute": 0, "manifest": 0}
+        self.reasons: dict[str, int] = {}
+        self.overridden = 0
+        self.matched: set[str] = set()
+
+    def __call__(self, read: _Read) -> str | None:
+        label: str | None = None
+        reason = "no label"
+        if len(read.dir_labels) == 1:
+            label = next(iter(read.dir_labels))
+            self.by_source["directory"] += 1
+        elif len(read.dir_labels) > 1:
+            reason = "read from both --incidents and --healthy"
+        if read.attribute is not None:
+            value = self.rules.label(read.attribute)
+            if value is not None:
+                self.overridden += label is not None and label != value
+                label = value
+                self.by_source["attribute"] += 1
+            elif label is None:
+                reason = "label attribute holds another value"
+        for name in read.names:
+            if name in self.manifest:
+                value = self.manifest[name]
+                self.overridden += label is not None and label != value
+                label = value
+                self.by_source["manifest"] += 1
+                self.matched.add(name)
+                break
+        if label is None:
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        return label
+
+
 def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGuardConfig, *,
                 label_attribute: str | None = None, manifest: dict[str, str] | None = None,
                 rules: LabelRules = LabelRules(), at: float | None = None,
                 on_error: Callable[[InputError], None] | None = None) -> Reading:
-    """Read every path once into calibration traces, labelled.
+    """Read every path once into calibration traces, labelled, with the steps ``audit`` judges for each trace.
 
     Args:
         labelled_paths: (path, directory label or None); directories are walked.
-        config: the base configuration (``max_argument_bytes`` bounds what is kept; prices for dollars).
+        config: the base configuration (conventions, ``max_argument_bytes``, prices for dollars).
         label_attribute: span or resource attribute holding the label.
         manifest: labels by trace key (:func:`read_manifest`).
         rules: label values.
         at: the observation time of every trace (default: each trace's last span end).
         on_error: called with each :class:`InputError` (a bad file is reported and the rest read).
     """
-    from ..conventions.traces import StepReader  # noqa: PLC0415 - OTLP reading only when a command runs
-    from ..otlp.read import read_spans  # noqa: PLC0415
-    from .audit import _sniff_steps  # noqa: PLC0415
-
     started = time.perf_counter()
     errors = 0
 
@@ -262,115 +375,14 @@ def read_traces(labelled_paths: Sequence[tuple[str, str | None]], config: LoopGu
         if on_error is not None:
             on_error(exc)
 
-    reader = StepReader(config.max_argument_bytes, context=False)
-    step_of = reader.step
-    held: dict[int | str, _Held] = {}
-    # Steps files become traces at once: (key, trace, directory label).
-    steps_files: dict[str, tuple[list[Step], float | None, int | None, str | None]] = {}
-    order: list[int | str] = []
-    for top, dir_label in labelled_paths:
-        for path in expand_paths([top]):
-            try:
-                if _sniff_steps(path):
-                    doc = load_steps(path)
-                    budget = doc.max_steps
-                    if budget is not None:
-                        try:
-                            replace(config, max_steps=budget)
-                        except ConfigError as exc:
-                            raise InputError(str(exc), source=path) from None
-                    observed = at if at is not None else doc.observed_at
-                    steps = [Step(span_id=i + 1, start_ns=i, end_ns=i, call=call) for i, call in enumerate(doc.calls)]
-                    if path not in steps_files:
-                        order.append(path)
-                    steps_files[path] = (steps, observed, budget, dir_label)
-                    continue
-                for span in read_spans(path, on_error=report):
-                    span_trace = span.trace_id
-                    h = held.get(span_trace)
-                    if h is None:
-                        h = held[span_trace] = _Held()
-                        order.append(span_trace)
-                    if span.end_ns > h.max_end_ns:
-                        h.max_end_ns = span.end_ns
-                    sources = h.sources
-                    if (not sources or sources[-1] != path) and path not in sources:
-                        sources.append(path)
-                    if dir_label is not None:
-                        h.dir_labels.add(dir_label)
-                    if label_attribute is not None:
-                        value = span.attributes.get(label_attribute)
-                        if value is None:
-                            value = span.resource.get(label_attribute)
-                        if value is not None:
-                            rank = (span.start_ns, span.end_ns, span.span_id)
-                            if h.best is None or rank < h.best[0]:
-                                h.best = (rank, value)
-                    step = step_of(span)
-                    if step is not None and step.span_id not in h.ids:
-                        h.ids.add(step.span_id)
-                        h.steps.append(step)
-            except InputError as exc:
-                report(exc)
-
-    by_source = {"directory": 0, "attribute": 0, "manifest": 0}
-    reasons: dict[str, int] = {}
-    overridden = 0
-    matched: set[str] = set()
-    traces = []
+    reads = _read_all(labelled_paths, config, label_attribute, at, report)
     manifest = manifest or {}
-    for key in order:
-        dir_labels: set[str]
-        names: list[str]
-        best = None
-        if isinstance(key, str):
-            steps, observed, budget, dir_label = steps_files[key]
-            trace_id, source = None, key
-            dir_labels = {dir_label} if dir_label else set()
-            max_end_ns = 0
-            names = [key, os.path.basename(key)]
-            in_order = True
-        else:
-            h = held[key]
-            steps, budget, in_order = h.steps, None, False
-            trace_id = f"{key:032x}"
-            source = ", ".join(h.sources[:4]) + (" and more" if len(h.sources) > 4 else "")
-            dir_labels = h.dir_labels
-            best = h.best
-            max_end_ns = h.max_end_ns
-            observed = at if at is not None else (max_end_ns * 1e-9 if max_end_ns else None)
-            names = [trace_id]
-        last_end = max_end_ns * 1e-9 if max_end_ns else None
-        label: str | None = None
-        reason = "no label"
-        if len(dir_labels) == 1:
-            label = next(iter(dir_labels))
-            by_source["directory"] += 1
-        elif len(dir_labels) > 1:
-            reason = "read from both --incidents and --healthy"
-        if best is not None:
-            value = rules.label(best[1])
-            if value is not None:
-                overridden += label is not None and label != value
-                label = value
-                by_source["attribute"] += 1
-            elif label is None:
-                reason = "label attribute holds another value"
-        for name in names:
-            if name in manifest:
-                value = manifest[name]
-                overridden += label is not None and label != value
-                label = value
-                by_source["manifest"] += 1
-                matched.add(name)
-                break
-        if label is None:
-            reasons[reason] = reasons.get(reason, 0) + 1
-        traces.append(CalibrationTrace(steps, trace_id=trace_id, source=source, label=label, observed_at=observed,
-                                       prices=config.prices, max_steps=budget, in_order=in_order,
-                                       last_end=last_end))
-    return Reading(traces, by_source, overridden, reasons, len(set(manifest) - matched), errors,
-                   time.perf_counter() - started)
+    labeller = _Labeller(rules, manifest)
+    traces = [CalibrationTrace(r.steps, trace_id=r.trace_id, source=r.source, label=labeller(r),
+                               observed_at=r.observed_at, prices=config.prices, max_steps=r.max_steps,
+                               in_order=r.in_order, last_end=r.last_end) for r in reads]
+    return Reading(traces, labeller.by_source, labeller.overridden, labeller.reasons,
+                   len(set(manifest) - labeller.matched), errors, time.perf_counter() - started)
 
 
 # -- the command -----------------------------------------------------------------------------------------------
@@ -415,14 +427,7 @@ def run(args: argparse.Namespace) -> int:
         check_plot(plot_to)
     config_path = _config_path(args)
     config = LoopGuardConfig.load(config_path)
-    file_axes = read_calibrate_table(config_path) if config_path else {}
-    cli_axes = dict(parse_axis_text(text) for text in args.grid)
-    grid = Grid.build(file_axes, cli_axes)
-    if grid.combinations > MAX_SETTINGS:  # before reading anything
-        raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
-    valid, refused = grid.settings(config)
-    if not valid:
-        raise ConfigError(f"no combination of the grid is a valid configuration, e.g. {refused[0][1]}")
+    grid = _grid(args, config_path, config)
     rules = LabelRules(tuple(args.incident_value or (INCIDENT,)), tuple(args.healthy_value or (HEALTHY,)))
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
@@ -451,16 +456,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"otel-loopguard: warning: the grid names tool {escaped(repr(tool))}, which no trace calls",
                   file=sys.stderr)
 
-    written = None
-    if args.write and result.recommendation is not None:
-        header = _file_header(result, config_path)
-        text = config_toml(_base_data(config_path), result.recommendation.setting, header)
-        try:
-            with open(args.write, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise ConfigError(f"{args.write}: cannot write: {exc.strerror or exc}") from None
-        written = args.write
+    written = _write(args.write, result, config_path)
     if plot_to is not None:
         from .calibrate_plot import plot  # noqa: PLC0415
 
@@ -468,15 +464,7 @@ def run(args: argparse.Namespace) -> int:
 
     out: Any = sys.stdout
     if args.json:
-        doc = result.as_dict()
-        doc["labels"] = {"by_source": reading.by_source, "overridden": reading.overridden,
-                         "unlabelled_reasons": reading.unlabelled_reasons,
-                         "manifest_entries_unmatched": reading.unmatched}
-        doc["seconds"] = {"read": round(reading.seconds, 3), "sweep": round(swept, 3)}
-        doc["jobs"] = jobs
-        doc["written"] = written
-        doc["plot"] = plot_to
-        out.write(json_line(doc) + "\n")
+        out.write(json_line(_json_doc(result, reading, swept, jobs, written, plot_to)) + "\n")
     else:
         # Tool names, trace names and file names from the input appear all over the text: escape every line.
         out = EscapedLines(out)
@@ -487,6 +475,43 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"drew the picture in {plot_to}\n")
     out.flush()
     return EXIT_ERROR if on_error.failed else EXIT_OK
+
+
+def _json_doc(result: Calibration, reading: Reading, swept: float, jobs: int, written: str | None,
+              plot_to: str | None) -> dict[str, Any]:
+    """The ``--json`` document: the calibration, how the traces were labelled, the times and what was written."""
+    doc = result.as_dict()
+    doc["labels"] = {"by_source": reading.by_source, "overridden": reading.overridden,
+                     "unlabelled_reasons": reading.unlabelled_reasons, "manifest_entries_unmatched": reading.unmatched}
+    doc["seconds"] = {"read": round(reading.seconds, 3), "sweep": round(swept, 3)}
+    doc.update(jobs=jobs, written=written, plot=plot_to)
+    return doc
+
+
+def _grid(args: argparse.Namespace, config_path: str | None, config: LoopGuardConfig) -> Grid:
+    """The grid to sweep (the file's [calibrate] table, then --grid), checked before anything is read."""
+    file_axes = read_calibrate_table(config_path) if config_path else {}
+    cli_axes = dict(parse_axis_text(text) for text in args.grid)
+    grid = Grid.build(file_axes, cli_axes)
+    if grid.combinations > MAX_SETTINGS:
+        raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")
+    valid, refused = grid.settings(config)
+    if not valid:
+        raise ConfigError(f"no combination of the grid is a valid configuration, e.g. {refused[0][1]}")
+    return grid
+
+
+def _write(path: str | None, result: Calibration, config_path: str | None) -> str | None:
+    """Write the recommended setting as a configuration file when asked; returns the path written, if any."""
+    if not path or result.recommendation is None:
+        return None
+    text = config_toml(_base_data(config_path), result.recommendation.setting, _file_header(result, config_path))
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return path
 
 
 def _file_header(result: Calibration, config_path: str | None) -> list[str]:
@@ -634,6 +659,24 @@ def _describe(result: Calibration, r: SettingResult, out: IO[str]) -> None:
         out.write(f"  {len(r.budget_stops)} trace(s) stopped by the step or cost budget (not counted above)\n")
 
 
+def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
+    """Name the tools the recommendation's false positives repeat, with the per-tool grid to sweep for them."""
+    hints = result.tool_hints()
+    if not hints:
+        return
+    rec_values = rec.setting.config
+    grids = []
+    for tool, rule, _ in hints:
+        if rule == "frequency":
+            low = rec_values.frequency_limit
+            grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
+        else:
+            grids.append(f"--grid tools.{tool}.exempt=false,true")
+    named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
+    out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
+              f"{' '.join(grids)}\n")
+
+
 def format_calibration(result: Calibration, reading: Reading, out: IO[str], *, top: int = _TOP,
                        seconds: float = 0.0, jobs: int = 1) -> None:
     """Print the readable answer: the summary, the table, the recommendation and its trade-off."""
@@ -675,19 +718,7 @@ def format_calibration(result: Calibration, reading: Reading, out: IO[str], *, t
         _describe(result, other, out)
     else:
         out.write("\nno setting catches more incidents or catches them sooner, even with false stops\n")
-    hints = result.tool_hints()
-    if hints:
-        rec_values = rec.setting.config
-        grids = []
-        for tool, rule, _ in hints:
-            if rule == "frequency":
-                low = rec_values.frequency_limit
-                grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
-            else:
-                grids.append(f"--grid tools.{tool}.exempt=false,true")
-        named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
-        out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
-                  f"{' '.join(grids)}\n")
+    _hints(result, rec, out)
     if result.unlabelled:
         unl = result.unlabelled_outcomes
         why = ", ".join(f"{n} {reason}" for reason, n in reading.unlabelled_reasons.items())

@@ -455,6 +455,32 @@ def _exporters(environ: Mapping[str, str]) -> tuple[Any, Any, Any] | None:
     return otlp_exporter("traces", environ), otlp_exporter("logs", environ), otlp_exporter("metrics", environ)
 
 
+def _otlp_providers(resource: Resource, exporters: Any) -> list[Any]:
+    """A logger and a meter provider exporting through the OTLP exporters (owned by the demo: it shuts them down)."""
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporters[1]))
+    meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(exporters[2])])
+    return [logger_provider, meter_provider]
+
+
+def _run_scenarios(demo: _Demo, paint: _Palette, variant: int) -> list[ScenarioResult]:
+    """Run every scripted scenario in turn, after a title line; a run stopped by loopguard says so in its status."""
+    demo.out.write(paint.bold("otel-loopguard demo") + paint.dim(
+        f": {len(_SCENARIOS)} scripted agent runs, judged live by LoopGuardSpanProcessor "
+        f"(simulated time, variant {variant})") + "\n")
+    results: list[ScenarioResult] = []
+    for index, (key, title, agent, task, script) in enumerate(_SCENARIOS, 1):
+        demo.index = index
+        run = _Run(demo, key, title, agent, task)
+        try:
+            script(run)
+        except LoopStopped as stopped:
+            rule = getattr(stopped.intervention, "rule", "?")
+            run.status = paint.stopped(f"stopped by loopguard ({rule})") + "; the harness caught LoopStopped"
+        results.append(run.finish())
+    return results
+
+
 def run_demo(
     *,
     meter_provider: Any = None,
@@ -486,10 +512,7 @@ def run_demo(
     exporters = _exporters(env) if meter_provider is None and logger_provider is None else None
     resource = Resource.create({} if env.get("OTEL_SERVICE_NAME") else {"service.name": _SERVICE_NAME})
     if exporters is not None:
-        logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporters[1]))
-        meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(exporters[2])])
-        owned += [logger_provider, meter_provider]
+        logger_provider, meter_provider = owned = _otlp_providers(resource, exporters)
 
     config = demo_config()
     processor = LoopGuardSpanProcessor(config, logger_provider=logger_provider, meter_provider=meter_provider)
@@ -508,34 +531,28 @@ def run_demo(
     demo = _Demo(processor, tracer, clock, rng, stream, paint)
     processor.add_listener(demo.on_event)
 
-    stream.write(paint.bold("otel-loopguard demo") + paint.dim(
-        f": {len(_SCENARIOS)} scripted agent runs, judged live by LoopGuardSpanProcessor "
-        f"(simulated time, variant {variant})") + "\n")
-    results: list[ScenarioResult] = []
     try:
-        for index, (key, title, agent, task, script) in enumerate(_SCENARIOS, 1):
-            demo.index = index
-            run = _Run(demo, key, title, agent, task)
-            try:
-                script(run)
-            except LoopStopped as stopped:
-                rule = getattr(stopped.intervention, "rule", "?")
-                run.status = paint.stopped(f"stopped by loopguard ({rule})") + "; the harness caught LoopStopped"
-            results.append(run.finish())
+        results = _run_scenarios(demo, paint, variant)
     finally:
         provider.shutdown()
         for owner in owned:
             owner.shutdown()
     spans = tuple(memory.get_finished_spans())
+    _tell(results, spans, stream, paint, out, env["OTEL_EXPORTER_OTLP_ENDPOINT"] if exporters is not None else None)
+    return DemoResult(tuple(results), spans, config)
+
+
+def _tell(results: list[ScenarioResult], spans: tuple[Any, ...], stream: IO[str], paint: _Palette, out: str | None,
+          endpoint: str | None) -> None:
+    """The summary, then where the spans were written and where the telemetry was exported, if anywhere."""
     _summary(results, stream, paint)
     if out is not None:
         _write_spans(spans, out)
         stream.write(f"\nwrote {len(spans)} spans to {out}; replay them with: otel-loopguard audit {out}\n"
                      f"(add --config {DEMO_CONFIG_PATH} for the demo's prices, costs and cost stop)\n")
-    if exporters is not None:
-        stream.write(f"\nexported spans, verdict events and metrics to {env['OTEL_EXPORTER_OTLP_ENDPOINT']}\n")
+    if endpoint is not None:
+        stream.write(f"\nexported spans, verdict events and metrics to {endpoint}\n")
     stream.flush()
-    return DemoResult(tuple(results), spans, config)
 
 
 def _write_spans(spans: tuple[Any, ...], out: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.judge import ORIGIN_MCP_CLIENT, Nesting, NestingRule, Step
+from ..core.judge import MCP_CLIENT_NESTING, ORIGIN_MCP_CLIENT, Nesting, NestingRule, Step
 from ..core.model import ToolCall
 from .names import MCP_METHOD_NAME
 
@@ -34,11 +34,6 @@ ORIGIN_TOOL = "tool"
 
 # A child may appear to end up to this long after its parent (JavaScript span times: start cut to the millisecond).
 _CLOCK_SLACK_NS = 1_000_000
-
-
-def _mcp_outer_stands(outer: Step, inner: Step) -> Step | None:
-    # An MCP client span inside a tool span is the transport of that same call: the tool span counts.
-    return outer if outer.call is not None else None
 
 
 def join_same_call(outer: Step, inner: Step) -> Step | None:
@@ -75,10 +70,7 @@ def join_same_call(outer: Step, inner: Step) -> Step | None:
 
 #: The nesting every path judges with: MCP client spans join their tool span; a tool span joins the enclosing span
 #: of the same call.
-CONVENTION_NESTING = Nesting(
-    NestingRule(ORIGIN_MCP_CLIENT, _mcp_outer_stands),
-    NestingRule(ORIGIN_TOOL, join_same_call),
-)
+CONVENTION_NESTING = Nesting(*MCP_CLIENT_NESTING.rules, NestingRule(ORIGIN_TOOL, join_same_call))
 
 
 def tool_origin(attrs: Mapping[str, Any]) -> str:

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
+import msgspec
+
 from ..core.agent_steps import NEWS_ONLY
 from ..core.config import LoopGuardConfig
 from ..core.cost import Usage
@@ -36,7 +38,7 @@ from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
 from .unread import UnreadTrace
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "StepReader", "TraceCollector"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
 
 #: What :class:`TraceCollector` holds at most by default (estimated bytes of held traces and their steps).
 DEFAULT_BUFFER_BYTES = 1 << 30
@@ -393,10 +395,11 @@ class TraceCollector:
                 if known is None or key < known[0]:
                     best[name] = (key, value)
 
-    def _report(self, trace_id: int, held: _Held) -> TraceReport:
+    def _assembled(self, held: _Held) -> TraceJudge:
+        """The trace's judge holding every step of it (tool calls, model usage, calls derived from model spans)."""
         judge = held.judge
         if judge is None:
-            judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
+            judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
         if held.turns:
             turns = TurnJudge(derive=not held.tools)
             if held.results:
@@ -411,20 +414,57 @@ class TraceCollector:
             for step in turns.finish():
                 judge.add(step)
             held.unread.derived(turns.derived)
+        return judge
+
+    def _source(self, held: _Held) -> str:
+        sources = held.sources
+        source = ", ".join(sources[:_MAX_SOURCES])
+        return source + " and more" if len(sources) > _MAX_SOURCES else source
+
+    def _attributes(self, held: _Held) -> dict[str, Any] | None:
+        best = held.best
+        return {name: best[name][1] for name in self._group_by if name in best} if best else None
+
+    def _report(self, trace_id: int, held: _Held) -> Any:
+        """The released trace's output: its report, judged at its observation time."""
+        judge = self._assembled(held)
         observed_at = self._observed_at
         if observed_at is None and held.max_end_ns:
             observed_at = held.max_end_ns * 1e-9
         judge.finish(observed_at)
         if held.partial:
             judge.partial = True
-        sources = held.sources
-        source = ", ".join(sources[:_MAX_SOURCES])
-        if len(sources) > _MAX_SOURCES:
-            source += " and more"
-        best = held.best
-        attributes = {name: best[name][1] for name in self._group_by if name in best} if best else None
-        report = judge.report(source, f"{trace_id:032x}", attributes=attributes)
+        report = judge.report(self._source(held), f"{trace_id:032x}", attributes=self._attributes(held))
         causes = held.unread.causes()
         if causes:
             report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
         return report
+
+
+class AssembledTrace(msgspec.Struct, frozen=True):
+    """One trace's steps as every path judges them, not judged yet (calibration replays them per setting).
+
+    Attributes:
+        trace_id: the trace id.
+        steps: the steps in judge order (start time, end time, span id), nested spans of one call joined, calls
+            derived from model spans included, duplicate deliveries dropped.
+        max_end_ns: the end of the trace's last span (0 when unknown).
+        source: the files it was read from (the first few).
+        attributes: the values of the ``group_by`` attributes (the earliest span that has one gives it).
+        partial: it was released early (the buffer was full), so its steps may be only part of it.
+    """
+
+    trace_id: int
+    steps: tuple[Step, ...]
+    max_end_ns: int
+    source: str
+    attributes: dict[str, Any] | None = None
+    partial: bool = False
+
+
+class StepCollector(TraceCollector):
+    """A :class:`TraceCollector` whose released traces are :class:`AssembledTrace` values instead of reports."""
+
+    def _report(self, trace_id: int, held: _Held) -> Any:
+        return AssembledTrace(trace_id, tuple(self._assembled(held).assembled()), held.max_end_ns,
+                              self._source(held), self._attributes(held), held.partial)

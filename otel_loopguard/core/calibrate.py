@@ -50,7 +50,7 @@ from ..errors import ConfigError
 from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
-from .judge import MCP_CLIENT_NESTING, Step, TraceJudge, join_nested
+from .judge import Step, TraceJudge
 from .model import RULE_FREQUENCY, RULE_PERIOD, STUCK
 
 if sys.version_info >= (3, 11):
@@ -79,6 +79,7 @@ __all__ = [
     "read_calibrate_table",
     "replay",
     "replay_all",
+    "replay_judge",
     "sweep",
     "trade_off",
 ]
@@ -312,7 +313,8 @@ class CalibrationTrace:
     """One trace as the sweep needs it: its judge steps, read once and kept for every setting.
 
     Args:
-        steps: the trace's steps, duplicates (one span id delivered twice) already dropped, in any order.
+        steps: the trace's steps as the assembler gives them to ``audit``'s judge: duplicates (one span id
+            delivered twice) dropped, nested spans of one call joined, calls derived from model spans included.
         trace_id: hex trace id, or None (a steps file).
         source: where the trace came from (file names).
         label: :data:`INCIDENT`, :data:`HEALTHY` or None (unlabelled).
@@ -322,9 +324,9 @@ class CalibrationTrace:
         in_order: the steps are a steps file's, judged in the order given (their times may be absent).
         last_end: the end of the trace's last span, epoch seconds (default: the last end among its steps).
 
-    The steps are put once in the order the judge judges them (start time, then end time and span id) with nested
-    spans of one call joined (:func:`~.judge.join_nested`), so each setting's judge finds them ready; the judge
-    still sorts and joins them itself, which costs one pass over sorted steps. From the same order come the
+    The steps are put once in the order the judge judges them (start time, then end time and span id), so each
+    setting's judge finds them ready (joining nested spans is the assembler's, which knows the conventions: this
+    layer may not import them). From the same order come the
     times and the cumulative model cost at each tool call, for the delays. The tool steps are also kept apart:
     without a cost budget, model usage changes no verdict, nudge or stop, so :func:`replay` judges only them.
     """
@@ -338,7 +340,6 @@ class CalibrationTrace:
         ordered = list(steps)
         if not in_order:
             ordered.sort(key=_order)
-            ordered = join_nested(ordered, MCP_CLIENT_NESTING)
         self.steps: tuple[Step, ...] = tuple(ordered)
         #: The tool steps alone: what a setting without a cost budget needs (model usage then decides nothing).
         self.tool_steps: tuple[Step, ...] = tuple(s for s in ordered if s.call is not None)
@@ -423,6 +424,17 @@ class Outcome(NamedTuple):
         return self.stop_step >= 0 and self.stop_rule not in LOOP_RULES
 
 
+def replay_judge(trace: CalibrationTrace, engine: LoopEngine) -> TraceJudge:
+    """The judge of one trace replayed with ``engine``, finished at the trace's observation time (see :func:`replay`
+    for what is left out)."""
+    judge = TraceJudge(engine, keep_steps=False, step_audit=False)
+    add = judge.add
+    for step in (trace.steps if engine.config.max_cost_usd is not None else trace.tool_steps):
+        add(step)
+    judge.finish(trace.observed_at)
+    return judge
+
+
 def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
     """Judge one trace with ``engine`` as ``audit`` does (a new judge, every step, finished at its observation
     time) and return what happened.
@@ -432,11 +444,7 @@ def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
     judge judges, so none arrives out of order), and, without a cost budget, the model usage steps (usage only
     adds to the cost, which decides nothing without a budget). Duplicate spans were dropped when the trace was read.
     """
-    judge = TraceJudge(engine, keep_steps=False, step_audit=False)
-    add = judge.add
-    for step in (trace.steps if engine.config.max_cost_usd is not None else trace.tool_steps):
-        add(step)
-    judge.finish(trace.observed_at)
+    judge = replay_judge(trace, engine)
     stuck_step = cycle_start = nudge_step = stop_step = _NONE
     stuck_rule = stop_rule = stuck_tool = stop_tool = ""
     for transition in judge.transitions:

@@ -117,6 +117,28 @@ class FrequencyDetector:
             return None  # its signature cannot be more frequent than its tool
         return self.find(state, call)
 
+    def _sort_waiting(self, waiting: deque[Call], tool: str, buckets: dict[tuple[str, Any], Any]) -> None:
+        """Sort a frequent tool's waiting calls by fingerprint, oldest first (a loop's calls often repeat the same
+        raw text, whose fingerprint is taken once)."""
+        bucket_of = self._bucket
+        last_raw: str | None = None
+        key: tuple[str, Any] = (tool, None)
+        while waiting:
+            call = waiting.popleft()
+            raw = call.raw
+            if raw is None or raw != last_raw:
+                key = (tool, bucket_of(call))
+                last_raw = raw
+            call.bucket = key
+            held = buckets.get(key)
+            if held is None:
+                buckets[key] = call
+            elif isinstance(held, _Count):
+                held.count += 1
+                held.waiting.append(call)
+            else:
+                buckets[key] = _Count(2, deque((held, call)))
+
     def find(self, state: FrequencyState, current: Call) -> Repetition | None:
         """The repetition of ``current`` (the newest call) in the window, or None."""
         rules = current.rules
@@ -127,29 +149,9 @@ class FrequencyDetector:
         counted = state.tools[tool]
         if counted.count < limit:
             return None  # its signature cannot be more frequent than its tool
-        waiting = counted.waiting
         buckets = state.buckets
-        if waiting:
-            # The tool is frequent: its waiting calls are sorted by fingerprint, oldest first. A loop's calls often
-            # repeat the same raw text, whose fingerprint is taken once.
-            bucket_of = self._bucket
-            last_raw: str | None = None
-            key: tuple[str, Any] = (tool, None)
-            while waiting:
-                call = waiting.popleft()
-                raw = call.raw
-                if raw is None or raw != last_raw:
-                    key = (tool, bucket_of(call))
-                    last_raw = raw
-                call.bucket = key
-                held = buckets.get(key)
-                if held is None:
-                    buckets[key] = call
-                elif isinstance(held, _Count):
-                    held.count += 1
-                    held.waiting.append(call)
-                else:
-                    buckets[key] = _Count(2, deque((held, call)))
+        if counted.waiting:
+            self._sort_waiting(counted.waiting, tool, buckets)
         bucket = current.bucket
         held = buckets[bucket]
         if not isinstance(held, _Count):

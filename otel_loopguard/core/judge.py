@@ -580,6 +580,15 @@ class TraceJudge:
         return self.state.cost
 
     @property
+    def known_cost(self) -> float | None:
+        """The trace's model cost in USD when it is known (usage was judged and every model had a price), else
+        None: unpriced usage is never recorded as $0."""
+        if not self.seen_usage:
+            return None
+        cost = self.state.cost
+        return None if cost.unpriced_tokens else cost.usd
+
+    @property
     def transitions(self) -> list[Transition]:
         """Every change of verdict kind so far (the first :data:`MAX_KEPT_EVENTS`)."""
         return list(self._transitions)
@@ -646,6 +655,16 @@ class TraceJudge:
         else:
             self._ready.append(step)
         return True
+
+    def assembled(self) -> list[Step]:
+        """The steps :meth:`finish` would judge now, in its order with nested calls joined, without judging them.
+
+        For a judge that has only taken steps (``audit``'s and calibration's readers): calibration replays these
+        under many settings, so it judges exactly the steps ``audit`` judges.
+        """
+        steps = [*self._ready, *(s for children in self._held.values() for s in children)]
+        steps.sort(key=_ORDER)
+        return join_nested(steps, self._nesting) if self._inner else steps
 
     def discard(self, origin: str) -> int:
         """Drop the kept and waiting steps of one origin (``serve``: tool calls derived from model spans, once the

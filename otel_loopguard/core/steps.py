@@ -63,6 +63,48 @@ def _names(keys: set[str]) -> str:
     return ", ".join(key if key.isprintable() else repr(key) for key in sorted(keys))
 
 
+def _call(step: Any, where: str, source: str) -> ToolCall:
+    """One step of a steps document as a tool call.
+
+    Raises:
+        InputError: naming the file and the step and field that are wrong.
+    """
+    if not isinstance(step, dict):
+        raise InputError(f"a step must be an object, got {type(step).__name__}", source=source, location=where)
+    unknown = set(step) - {"tool", "args", "args_captured", "result", "error", "progress", "start", "end", "wait"}
+    if unknown:
+        raise InputError(f"unknown key(s) {_names(unknown)}", source=source, location=where)
+    tool = step.get("tool")
+    if not isinstance(tool, str) or not tool:
+        raise InputError(f"tool must be a non-empty string, got {tool!r}", source=source, location=where + ".tool")
+    args = step.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise InputError(f"args must be an object or null, got {args!r}", source=source, location=where + ".args")
+    captured = step.get("args_captured", True)
+    if not isinstance(captured, bool):
+        raise InputError("args_captured must be true or false", source=source, location=where + ".args_captured")
+    for name in ("error", "progress"):
+        if step.get(name) is not None and not isinstance(step[name], str):
+            raise InputError(f"{name} must be a string", source=source, location=f"{where}.{name}")
+    start = _number(step["start"], where + ".start", source) if step.get("start") is not None else None
+    end = _number(step["end"], where + ".end", source) if step.get("end") is not None else None
+    return ToolCall(tool=tool, arguments=args or {}, arguments_captured=captured, result=step.get("result"),
+                    result_captured="result" in step, error=step.get("error"), progress=step.get("progress"),
+                    start=start, end=end, lease=_lease(step.get("wait"), where, source))
+
+
+def _lease(wait: Any, where: str, source: str) -> Lease | None:
+    """A step's ``wait`` object as a dependency lease (None when absent)."""
+    if wait is None:
+        return None
+    if not isinstance(wait, dict) or "deadline" not in wait:
+        raise InputError("wait must be an object with owner and deadline", source=source, location=where + ".wait")
+    owner = wait.get("owner") or ""
+    if not isinstance(owner, str):
+        raise InputError("wait.owner must be a string", source=source, location=where + ".wait.owner")
+    return Lease(owner, _number(wait["deadline"], where + ".wait.deadline", source))
+
+
 def parse_steps(doc: Any, source: str) -> StepsFile:
     """Validate a decoded steps document.
 
@@ -81,52 +123,8 @@ def parse_steps(doc: Any, source: str) -> StepsFile:
         raw_steps = doc
     if not isinstance(raw_steps, list):
         raise InputError("steps must be a list", source=source, location="steps")
-    steps: list[dict[str, Any]] = []
-    calls: list[ToolCall] = []
-    for i, step in enumerate(raw_steps):
-        where = f"steps[{i}]"
-        if not isinstance(step, dict):
-            raise InputError(f"a step must be an object, got {type(step).__name__}", source=source, location=where)
-        unknown = set(step) - {"tool", "args", "args_captured", "result", "error", "progress", "start", "end", "wait"}
-        if unknown:
-            raise InputError(f"unknown key(s) {_names(unknown)}", source=source, location=where)
-        tool = step.get("tool")
-        if not isinstance(tool, str) or not tool:
-            raise InputError(f"tool must be a non-empty string, got {tool!r}", source=source, location=where + ".tool")
-        args = step.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise InputError(f"args must be an object or null, got {args!r}", source=source, location=where + ".args")
-        captured = step.get("args_captured", True)
-        if not isinstance(captured, bool):
-            raise InputError("args_captured must be true or false", source=source, location=where + ".args_captured")
-        for name in ("error", "progress"):
-            if step.get(name) is not None and not isinstance(step[name], str):
-                raise InputError(f"{name} must be a string", source=source, location=f"{where}.{name}")
-        start = _number(step["start"], where + ".start", source) if step.get("start") is not None else None
-        end = _number(step["end"], where + ".end", source) if step.get("end") is not None else None
-        lease = None
-        if step.get("wait") is not None:
-            wait = step["wait"]
-            if not isinstance(wait, dict) or "deadline" not in wait:
-                raise InputError("wait must be an object with owner and deadline", source=source,
-                                 location=where + ".wait")
-            owner = wait.get("owner") or ""
-            if not isinstance(owner, str):
-                raise InputError("wait.owner must be a string", source=source, location=where + ".wait.owner")
-            lease = Lease(owner, _number(wait["deadline"], where + ".wait.deadline", source))
-        steps.append({"tool": tool, "args": args or {}})
-        calls.append(ToolCall(
-            tool=tool,
-            arguments=args or {},
-            arguments_captured=captured,
-            result=step.get("result"),
-            result_captured="result" in step,
-            error=step.get("error"),
-            progress=step.get("progress"),
-            start=start,
-            end=end,
-            lease=lease,
-        ))
+    calls = [_call(step, f"steps[{i}]", source) for i, step in enumerate(raw_steps)]
+    steps: list[dict[str, Any]] = [{"tool": call.tool, "args": call.arguments} for call in calls]
     observed_at = None
     if options.get("observed_at") is not None:
         observed_at = _number(options["observed_at"], "observed_at", source)

@@ -341,6 +341,27 @@ def _list(obj: dict[str, Any], camel: str, snake: str) -> list[Any]:
     return value
 
 
+def _status(status: Any) -> tuple[bool, str]:
+    """A span's status as (is an error, message)."""
+    if status.__class__ is not dict:
+        raise _Bad(f"expected a Status object, got {kind_of(status)}", "status")
+    error = False
+    code = status.get("code")
+    if code is not None:
+        if code.__class__ is bool or code.__class__ is float:
+            raise bad_status_code(code)
+        try:
+            error = STATUS_CODES[code] == STATUS_ERROR
+        except (KeyError, TypeError):
+            raise bad_status_code(code) from None
+    message = status.get("message")
+    if message.__class__ is not str:
+        if message is not None:
+            raise _Bad(f"expected a string, got {kind_of(message)}", "status.message")
+        message = ""
+    return error, message
+
+
 def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     if span.__class__ is not dict:
         raise _Bad(f"expected a Span object, got {kind_of(span)}")
@@ -378,25 +399,8 @@ def _span(span: Any, resource: dict[str, Any]) -> SpanRecord:
         attrs = attributes(get("attributes"))
     except _Bad as exc:
         raise exc.under("attributes") from None
-    error = False
-    message: Any = ""
     status = get("status")
-    if status is not None:
-        if status.__class__ is not dict:
-            raise _Bad(f"expected a Status object, got {kind_of(status)}", "status")
-        code = status.get("code")
-        if code is not None:
-            if code.__class__ is bool or code.__class__ is float:
-                raise bad_status_code(code)
-            try:
-                error = STATUS_CODES[code] == STATUS_ERROR
-            except (KeyError, TypeError):
-                raise bad_status_code(code) from None
-        message = status.get("message")
-        if message.__class__ is not str:
-            if message is not None:
-                raise _Bad(f"expected a string, got {kind_of(message)}", "status.message")
-            message = ""
+    error, message = _status(status) if status is not None else (False, "")
     events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
     raw_events = get("events")
     if raw_events:

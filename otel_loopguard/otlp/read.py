@@ -224,6 +224,21 @@ def _read_up_to(stream: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
+def _opened(path: str | Input, max_bytes: int | None, report: Callable[[InputError], None]) -> Input | None:
+    """The input opened and sniffed, or None when it cannot be (reported)."""
+    if isinstance(path, Input):
+        return path
+    try:
+        return Input(path, max_bytes)
+    except OSError as exc:
+        report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
+    except InputTooLarge as exc:
+        report(exc.input_error(path))
+    except _READ_ERRORS as exc:
+        report(_read_error(exc, path, None))
+    return None
+
+
 def read_spans(path: str | Input, *, on_error: Callable[[InputError], None] | None = None,
                max_bytes: int | None = DEFAULT_MAX_INPUT_BYTES) -> Iterator[SpanRecord]:
     """Stream the spans stored in a file (or standard input, ``-``).
@@ -257,20 +272,9 @@ def read_spans(path: str | Input, *, on_error: Callable[[InputError], None] | No
             ``location`` says where (``"line 7"``, ``"line 7, resourceSpans[0]...traceId"``).
     """
     report = on_error or _raise
-    if isinstance(path, Input):
-        opened = path
-    else:
-        try:
-            opened = Input(path, max_bytes)
-        except OSError as exc:
-            report(InputError(f"cannot open: {exc.strerror or exc}", source=path))
-            return
-        except InputTooLarge as exc:
-            report(exc.input_error(path))
-            return
-        except _READ_ERRORS as exc:
-            report(_read_error(exc, path, None))
-            return
+    opened = _opened(path, max_bytes, report)
+    if opened is None:
+        return
     name = opened.name
     with opened:
         if opened.failure is not None:

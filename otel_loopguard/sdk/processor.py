@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import msgspec
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
@@ -38,7 +39,7 @@ from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
-from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest, Verdict, trace_id_of
+from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest, ToolCall, Verdict, trace_id_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -48,9 +49,25 @@ _logger = logging.getLogger(__name__)
 
 Listener = Callable[[VerdictEvent], None]
 
-# Kinds of queued hook calls (identity-compared markers).
-_STARTED = "started"
-_ENDED = "ended"
+
+
+class _HookCall(msgspec.Struct, frozen=True, gc=False):
+    """A hook call handed to the worker (one frozen value per span start or end, read by field name).
+
+    Attributes:
+        span: the span.
+        attrs: its attributes as the hook read them (a copy at start; the SDK's own dict at end), or None for the
+            end of a plain local root.
+        started: a start (else an end).
+        genai: a GenAI span (else the local root of a trace that had GenAI spans).
+        is_root: a local root.
+    """
+
+    span: Any
+    attrs: Any
+    started: bool
+    genai: bool
+    is_root: bool
 
 
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
@@ -337,9 +354,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         )
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
-        self._stamps = {
-            n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()
-        }
+        self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -362,7 +377,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._deferred is not None:
             # Events and histogram records leave at the end of each drain, a batch at a time (see Emitter.hold).
             self._emitter.hold()
-        if self._deferred is not None:
             # Drain at exit before the providers' own atexit shutdowns (registered earlier, so run later).
             atexit.register(_drain_at_exit, weakref.ref(self))
 
@@ -384,7 +398,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if attrs and not self._markers.isdisjoint(attrs):
                 parent = span.parent
                 # The worker works out the role and records the span (a root: as the trace's root).
-                self._submit((_STARTED, span, None, _plain(attrs), parent is None or parent.is_remote))
+                self._submit(_HookCall(span, _plain(attrs), True, True, parent is None or parent.is_remote))
                 return
             parent = span.parent
             if parent is None or parent.is_remote:
@@ -424,23 +438,24 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit((_ENDED, span, True, attrs, is_root))
+                self._submit(_HookCall(span, attrs, False, True, is_root))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
                     # The root of a trace that had GenAI spans: release the trace's record.
-                    self._submit((_ENDED, span, False, None, True))
+                    self._submit(_HookCall(span, None, False, False, True))
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_end", exc)
 
-    def _process(self, item: tuple[Any, ...]) -> None:
+    def _process(self, item: _HookCall) -> None:
         """Do the work of one queued hook call (on the worker, or inline); never raises."""
-        kind, span, a, b, is_root = item
+        span = item.span
         try:
-            if kind is _STARTED:
-                self._started(span, b, is_root)
+            if item.started:
+                self._started(span, item.attrs, item.is_root)
                 return
-            if a:
+            b = item.attrs
+            if item.genai:
                 # Every further read is a plain dict lookup: the ended SDK span's own (immutable) dict as on_end read
                 # it, else a copy of the public mapping (whose misses raise and catch KeyError in Mapping.get).
                 attrs = b if b.__class__ is dict else _plain(b if b is not None else span.attributes)
@@ -456,10 +471,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     self._agent_ended(span, attrs)
                 else:
                     self._lane_span_ended(span, attrs, name)
-            if is_root:
+            if item.is_root:
                 self._root_ended(span.context.trace_id)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
-            self._fail("on_end" if kind is _ENDED else "on_start", exc)
+            self._fail("on_start" if item.started else "on_end", exc)
 
     def _started(self, span: Span, attrs: Any, is_root: bool) -> None:
         role = self._extractor.span_role(attrs, span.name)
@@ -730,95 +745,73 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._emitter.release(self._emit_failed)
 
     def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any) -> None:
-        # Every span property is read once (each is a Python call); the call is read before the trace's lock is
-        # taken, and the trace's bookkeeping and its judging share one hold of that lock.
+        """Judge a tool span's call in its trace: the call is read before the trace's lock is taken, and the trace's
+        bookkeeping and its judging share one hold of that lock."""
         ctx = span.context
         trace_id = ctx.trace_id
-        span_id = ctx.span_id
         parent = span.parent
         start = span.start_time
         end = span.end_time
         now = end * 1e-9 if end else time.time()
         status = span.status
         error = status.status_code is StatusCode.ERROR
-        extractor = self._extractor
-        # Positional: attrs, span name, start, end, status error and message, and the span's events, read only when
-        # the convention keeps content in events or the call failed (``span.events`` copies).
-        call = extractor.call_of(row, attrs, name, start, end, error, status.description if error else None,
-                                 _events(span))
-        arguments_captured = call.arguments_captured
-        result_captured = call.result_captured
-        captured = arguments_captured and result_captured
-        convention = None if captured else row.convention
-        last = self._last_slot
-        if last is not None and last[0] == trace_id and self._store.get(trace_id) is last[1].state:
-            slot = last[1]  # _trace_slot's fast path, inline: the usual case
-            slot.seen = now
-        else:
-            slot = self._trace_slot(trace_id, now)
-        per_conversation = self._per_conversation
+        # The span's events are read only when the convention keeps content in events or the call failed.
+        call = self._extractor.call_of(row, attrs, name, start, end, error, status.description if error else None,
+                                       _events(span))
+        slot = self._trace_slot(trace_id, now)
         judged: list[Step] = []
+        told: list[Judged] = []
         with slot.lock:
             record = slot.state
-            tools = record.tools
-            if tools:
-                tools.discard(span_id)
-                parent_open = parent is not None and parent.span_id in tools
-            else:
-                parent_open = False
-            if self._late_agents.refs:
-                self._learn_agents(trace_id, record)
-            agents = record.agents
-            agent = agents[-1] if agents else None
+            parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
+            # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
+            # for the rest). The agent and conversation are read only when an event is told.
+            step = Step(span_id=ctx.span_id, parent_span_id=parent.span_id if parent is not None else None,
+                        start_ns=start or 0, end_ns=end or 0, call=call,
+                        origin=tool_origin(attrs) if parent_open else "")
             key = record.key
-            # The trace's calls are read from its tool spans: none is derived from its model spans.
-            record.has_tools = True
-            turns = record.turns
-            if turns is not None and turns.derive:
-                turns.tool_span_seen()
-            tool_ends = record.tool_ends
-            if len(tool_ends) < _MAX_TOOL_ENDS:
-                tool_ends.append(end or 0)
-            unread = record.unread
-            if unread is None:
-                unread = record.unread = UnreadTrace()
-            # Content found: only counted; not found: the span's unknown content-like keys are noted.
-            unread.tool(attrs, arguments_captured, result_captured, () if captured else _events(span), convention)
-            # The agent and conversation are read only when an event is told (_publish), not for every call. Only
-            # a span inside an open tool span may be the same call seen twice (the judge's fast path stays for the
-            # rest).
-            step = Step(
-                span_id=span_id,
-                parent_span_id=parent.span_id if parent is not None else None,
-                start_ns=start or 0,
-                end_ns=end or 0,
-                call=call,
-                origin=tool_origin(attrs) if parent_open else "",
-            )
             if is_handoff_tool(call.tool, name):
                 # A transfer or delegation tool: judged as a hand-off between agents, not as a tool call.
-                step = handoff_of_tool(step, attrs, name, extractor.agent_name) or step
-            if not per_conversation:
+                step = handoff_of_tool(step, attrs, name, self._extractor.agent_name) or step
+            if not self._per_conversation:
                 judge = record.judge
                 if judge is None:
                     judge = record.judge = self._new_judge()
                 told = judge.judge(step, parent_open=parent_open, untimed_at=now, judged=judged)
-        if per_conversation:
-            self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open,
-                              label=agent.name if agent is not None else None, span_name=name, ctx=ctx)
+        label = agent.name if agent is not None else None
+        if self._per_conversation:
+            self._judge_steps(trace_id, slot, key, attrs, now, [step], agent, parent_open=parent_open, label=label,
+                              span_name=name, ctx=ctx)
             return
-        counts = self._tool_counts if self._deferred is not None else None
-        if counts is not None and len(judged) == 1 and judged[0] is step:
-            # The usual case, inline: this call alone was judged, counted per drain (a hand-off is no tool call).
-            if step.kind == STEP_TOOL:
-                tool = call.tool
-                counts[tool] = counts.get(tool, 0) + 1
-                if agent is not None:
-                    agent.tool_calls += 1
-        else:
-            self._count(judged, agent)
+        self._count(judged, agent)
         if told:
-            self._tell(trace_id, slot, attrs, told, agent.name if agent is not None else None, name, ctx)
+            self._tell(trace_id, slot, attrs, told, label, name, ctx)
+
+    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, span_id: int, attrs: Any,
+                   call: ToolCall, convention: Any) -> tuple[bool, _Agent | None]:
+        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the open tool spans,
+        the agents, the end times and the unread note. Returns (the parent tool span is still open, the agent)."""
+        tools = record.tools
+        parent = span.parent
+        parent_open = False
+        if tools:
+            tools.discard(span_id)
+            parent_open = parent is not None and parent.span_id in tools
+        if self._late_agents.refs:
+            self._learn_agents(trace_id, record)
+        agents = record.agents
+        # The trace's calls are read from its tool spans: none is derived from its model spans.
+        record.has_tools = True
+        turns = record.turns
+        if turns is not None and turns.derive:
+            turns.tool_span_seen()
+        if len(record.tool_ends) < _MAX_TOOL_ENDS:
+            record.tool_ends.append(span.end_time or 0)
+        # Content found: only counted; not found: the span's unknown content-like keys are noted.
+        captured = call.arguments_captured and call.result_captured
+        record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
+                                 () if captured else _events(span), None if captured else convention)
+        return parent_open, agents[-1] if agents else None
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
@@ -1009,10 +1002,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, judge: TraceJudge, evicted: str | None) -> None:
-        cost = judge.cost
-        # The cost is known only when every model call was priced: unpriced usage is never recorded as $0.
-        known = judge.seen_usage and not cost.unpriced_tokens
-        self._emitter.trace_finished(judge.verdict.kind, judge.steps, cost.usd if known else None, evicted)
+        self._emitter.trace_finished(judge.verdict.kind, judge.steps, judge.known_cost, evicted)
 
     def _evicted(self, key: Hashable, record: _Trace, reason: str) -> None:
         try:

@@ -487,8 +487,7 @@ class Server:
             for agent, calls in done.agents:
                 self._emitter.agent_finished(agent, calls)
             if done.tracked:
-                cost = report.cost.usd if report.cost is not None and done.seen_usage else None
-                self._emitter.trace_finished(report.verdict.kind, report.steps_used, cost, done.evicted)
+                self._emitter.trace_finished(report.verdict.kind, report.steps_used, done.cost_usd, done.evicted)
             for report_listener in self._report_listeners:
                 try:
                     report_listener(report)

@@ -1,34 +1,9 @@
 """The traces of a serve instance: spans arrive in batches, in any order, any number of times, from many connections.
 
-Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` (the judge of the processor, ``audit`` and
-``report``) and its own lock; the table's lock covers only the maps and counters, so connections sending
-different traces do not wait for each other's judging.
-
-**Live judging.** A batch's tool and model steps are judged at once, in start order, so a verdict leaves as soon as
-the span that causes it arrives. While every step arrives after the steps already judged (in start order), the live
-judgement is exact: it is the one ``audit`` gives for the same spans.
-
-**Re-judging rule.** A step that starts before one already judged (a late batch, a parallel call exported after a
-later one), or an MCP client span whose enclosing tool span arrives after it, is judged at once all the same, in
-arrival order, and the trace becomes *reordered*: its events carry ``loopguard.provisional = true`` from then on.
-When the trace finishes (no span for ``idle`` seconds), a reordered trace is judged once more, exactly, in start
-order, from its kept steps; the events of that judgement not sent before are sent then (not provisional), and
-events sent before that it no longer produces are counted (``rejudged_events_retracted``). An out-of-order span
-therefore costs what an in-order one costs (no re-judge on arrival), plus one re-judge of its trace at the finish.
-
-**Idempotency.** A span id already received for a trace counts once (exporter and Collector retries are at least
-once), also after the trace finished, while it is remembered (below): counted in ``duplicate_spans``.
-
-**Finishing.** A trace with no span for ``idle`` seconds is judged once more at its last span's end (expired leases)
-and its :class:`~otel_loopguard.core.judge.TraceReport` is published. Finished traces are remembered (at most
-``max_traces``, least recently finished forgotten), so spans arriving later continue them (``late_spans``) and
-their duplicates are recognised; a late batch of duplicates only does not publish the trace again.
-
-**Memory.** At most ``max_traces`` open traces (beyond it the least recently active is finished early, counted as
-evicted). Each trace keeps compact steps (argument and result text over ``max_argument_bytes`` replaced by a
-digest) up to ``max_trace_bytes``, and all traces together up to ``max_kept_bytes`` (finished traces give theirs up
-first, least recently active first); a trace whose steps are given up can no longer be re-judged: if it is or
-becomes reordered, its report says ``partial`` (``inexact_traces`` counts them).
+Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` and its own lock; the table's lock covers only the
+maps and counters. A batch is judged at once; a trace that received a step out of start order is *reordered* (its
+events provisional) and is judged again, exactly, when it finishes (no span for ``idle`` seconds). Memory is bounded
+by ``max_traces``, ``max_trace_bytes`` and ``max_kept_bytes``. The rules in full: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -52,7 +27,7 @@ from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
-from ..core.model import STEP_HANDOFF, STEP_TOOL
+from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
 from ..core.store import EVICT_CAPACITY
 from ..sdk.emit import VerdictEvent
 
@@ -347,14 +322,13 @@ class TraceTable:
         engine: the engine (and configuration) to judge with; ``max_traces`` bounds the open and the remembered
             finished traces.
         idle: seconds without a new span after which a trace is finished.
-        max_spans_per_trace: kept for compatibility; the kept steps are bounded by bytes (``max_trace_bytes``).
         max_trace_bytes: compact steps one trace keeps for re-judging, at most (estimated bytes).
         max_kept_bytes: compact steps all traces keep together, at most (estimated bytes).
 
     Thread-safe: each trace has its own lock; the table's lock is held only for map and counter updates.
     """
 
-    def __init__(self, engine: LoopEngine, idle: float, max_spans_per_trace: int | None = None, *,
+    def __init__(self, engine: LoopEngine, idle: float, *,
                  max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES, max_kept_bytes: int = DEFAULT_MAX_KEPT_BYTES) -> None:
         self.engine = engine
         self.idle = idle
@@ -544,85 +518,110 @@ class TraceTable:
         if batch.max_end_ns > trace.max_end_ns:
             trace.max_end_ns = batch.max_end_ns
             news = True
-        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
-        # trace directly.
-        seen: UnreadTrace | None = None
-        unread = trace.unread
-        added = 0
-        turns = trace.turns
         if batch.steps and not trace.has_tools and any(step.call is not None and step.origin != ORIGIN_LANE_SPAN
                                                        for step, _ in batch.steps):
-            # The trace's calls are read from its tool spans: none is derived from its model spans (those derived
-            # before are dropped; the trace is judged again without them at the finish).
-            trace.has_tools = True
-            if turns is not None:
-                turns.forget()
-                if judge.discard(ORIGIN_DERIVED):
-                    trace.unread.set_derived(0)
-                    news = True
-        extractor = self._reader.extractor
+            news |= self._tools_seen(trace)
         if batch.agents:
-            ids = trace.agent_ids
-            if ids is None:
-                ids = trace.agent_ids = set()
-            agents = trace.agents
-            if agents is None:
-                agents = trace.agents = []
-            for span in batch.agents:
-                if span.span_id in ids:
-                    continue
-                if len(ids) < _MAX_MODEL_IDS:
-                    ids.add(span.span_id)
-                unread.model(span.attributes)
-                # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-                if len(agents) < _MAX_AGENTS:
-                    agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
-                news = True
-        add = judge.add
-        tool = unread.tool
-        for step, span in batch.steps:
-            if add(step):
-                added += 1
-                call = step.call
-                if call is not None and step.kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:
-                    tool(span.attributes, True, True)  # a hand-off tool span: read
-                elif call is not None and step.kind == STEP_TOOL:
-                    if call.arguments_captured and call.result_captured:
-                        tool(span.attributes, True, True)
-                    else:
-                        if seen is None:
-                            seen = UnreadTrace()
-                        seen.tool(span.attributes, call.arguments_captured, call.result_captured,
-                                  [(name, ev) for name, _, ev in span.events],
-                                  extractor.convention(span.attributes, span.name))
-        # Counted per batch: a step not added was a duplicate.
-        duplicates = len(batch.steps) - added
-        if duplicates:
-            counts["duplicate_spans"] += duplicates
+            news |= self._note_agents(trace, batch.agents)
+        added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
+            turns = trace.turns
             if turns is None:
                 turns = trace.turns = _Turns()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, unread, counts,
+            added += self._turns(trace, turns, batch.models, reopened, trace.unread, counts,
                                  any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
-        if seen is not None:
-            unread.merge(seen)
-            for cause in seen.causes():
-                # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
-                # arrive in any order, its root first as well as last.)
-                if cause.reason == UNKNOWN_ATTRIBUTES:
-                    notes.append(cause)
         if added or news:
             trace.changed = True
             if reopened and trace.tracked:
                 started.append(judge.verdict.kind)
         if not added:
             return 0
+        self._advance(trace, batch, events, tools, started, counts)
+        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
+            judge.drop_steps()
+            counts["inexact_traces"] += 1
+        delta = judge.kept_bytes - trace.kept
+        trace.kept = judge.kept_bytes
+        return delta
+
+    def _tools_seen(self, trace: _Trace) -> bool:
+        """The trace's calls are read from its tool spans from now on: none is derived from its model spans (those
+        derived before are dropped; the trace is judged again without them at the finish). Returns whether any was."""
+        trace.has_tools = True
+        turns = trace.turns
+        if turns is None:
+            return False
+        turns.forget()
+        if trace.judge.discard(ORIGIN_DERIVED):
+            trace.unread.set_derived(0)
+            return True
+        return False
+
+    def _note_agents(self, trace: _Trace, spans: list[SpanRecord]) -> bool:
+        """Remember the batch's agent spans not seen before (each once); returns whether there was one."""
+        ids = trace.agent_ids
+        if ids is None:
+            ids = trace.agent_ids = set()
+        agents = trace.agents
+        if agents is None:
+            agents = trace.agents = []
+        extractor = self._reader.extractor
+        news = False
+        for span in spans:
+            if span.span_id in ids:
+                continue
+            if len(ids) < _MAX_MODEL_IDS:
+                ids.add(span.span_id)
+            trace.unread.model(span.attributes)
+            # Its attributes are final (the span ended): the calls it holds are named after it from now on.
+            if len(agents) < _MAX_AGENTS:
+                agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+            news = True
+        return news
+
+    def _add_steps(self, trace: _Trace, batch: _Batch, counts: dict[str, int], notes: list[Unread]) -> int:
+        """Add the batch's tool steps to the judge, noting unread content; returns how many were new."""
+        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
+        # trace directly.
+        seen: UnreadTrace | None = None
+        unread = trace.unread
+        extractor = self._reader.extractor
+        add = trace.judge.add
+        added = 0
+        for step, span in batch.steps:
+            if not add(step):
+                continue
+            added += 1
+            call = step.call
+            if call is None or step.kind not in (STEP_TOOL, STEP_HANDOFF):
+                continue
+            if step.kind == STEP_HANDOFF:
+                if step.origin != ORIGIN_LANE_SPAN:
+                    unread.tool(span.attributes, True, True)  # a hand-off tool span: read
+                continue
+            if call.arguments_captured and call.result_captured:
+                unread.tool(span.attributes, True, True)
+                continue
+            if seen is None:
+                seen = UnreadTrace()
+            seen.tool(span.attributes, call.arguments_captured, call.result_captured,
+                      [(name, ev) for name, _, ev in span.events], extractor.convention(span.attributes, span.name))
+        # Counted per batch: a step not added was a duplicate.
+        counts["duplicate_spans"] += len(batch.steps) - added
+        if seen is not None:
+            unread.merge(seen)
+            # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
+            # arrive in any order, its root first as well as last.)
+            notes += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
+        return added
+
+    def _advance(self, trace: _Trace, batch: _Batch, events: list[VerdictEvent], tools: list[str],
+                 started: list[str], counts: dict[str, int]) -> None:
+        """Judge what was added, in start order, and make the events it told."""
+        judge = trace.judge
         was_reordered = judge.reordered
-        # A new trace is counted as started in the verdict it had before this batch (working); the transitions
-        # told below move it, so the gauge by verdict returns to 0 when it ends.
-        before = judge.verdict.kind
         judged: list[Step] = []
         told = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
@@ -642,14 +641,9 @@ class TraceTable:
         for item in told:
             events.append(self._event(trace, item, batch))
         if not trace.tracked and judged:
+            # Counted as started in ``working`` (as the processor counts it): the transitions told above move it.
             trace.tracked = True
-            started.append(before)
-        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
-            judge.drop_steps()
-            counts["inexact_traces"] += 1
-        delta = judge.kept_bytes - trace.kept
-        trace.kept = judge.kept_bytes
-        return delta
+            started.append(WORKING)
 
     def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
                counts: dict[str, int], handoffs: bool = False) -> int:
@@ -766,8 +760,7 @@ class TraceTable:
             for judged in told:
                 events.append(self._event(trace, judged))
             report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}")
-            cost = report.cost
-            known_cost = judge.seen_usage and cost is not None and not cost.unpriced_tokens
+            known_cost = judge.known_cost is not None
             counts = dict.fromkeys(_COUNTERS, 0)
             counts["finished_traces"] = 1
             counts["rejudged_traces"] = judge.rejudged - rejudged

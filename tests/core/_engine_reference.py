@@ -23,8 +23,8 @@ which the caller owns (and locks, when several threads share it).
 
 from __future__ import annotations
 
-from collections import deque
 import dataclasses
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 

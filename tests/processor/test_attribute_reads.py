@@ -76,3 +76,23 @@ def test_spans_without_the_sdk_fields_are_read_through_the_public_mapping(deferr
     assert _interventions(told) == [("stuck", "nudge"), ("stuck", "stop")]
     assert processor.errors == 0
     processor.shutdown()
+
+
+#: SDK releases whose ``Span._attributes._dict`` the hooks were checked against (the lowest the package accepts,
+#: pyproject.toml's ``opentelemetry-sdk>=1.39``, to the one this suite was last run with).
+CHECKED_SDK = ((1, 39), (1, 45))
+
+
+def test_the_private_attribute_read_is_pinned_to_checked_sdk_versions() -> None:
+    """The installed SDK is a release the private read was checked with, and its ended span still has a plain dict
+    at ``_attributes._dict`` holding exactly the public attributes."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.version import __version__
+
+    release = tuple(int(part) for part in __version__.split(".")[:2])
+    assert CHECKED_SDK[0] <= release <= CHECKED_SDK[1], f"check the private read with SDK {__version__}, then pin it"
+    span = TracerProvider().get_tracer("pin").start_span("execute_tool search", attributes={"gen_ai.tool.name": "s"})
+    span.end()
+    private = span._attributes._dict  # type: ignore[attr-defined]
+    assert type(private) is dict
+    assert private == {"gen_ai.tool.name": "s"} == dict(span.attributes or {})

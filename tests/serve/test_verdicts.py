@@ -206,3 +206,21 @@ def test_active_traces_gauge_returns_to_zero(items: list) -> None:
                   if m.name == "loopguard.traces.active" for p in m.data.data_points]
         assert points
         assert sum(p.value for p in points) == 0
+
+
+def test_active_traces_gauge_every_series_back_to_zero_for_a_loop_in_one_request() -> None:
+    """A whole looping trace in one request starts as working and moves by its transitions: every
+    ``loopguard.traces.active`` series is 0 once it finished (no series below zero, none left above)."""
+    loop = next(p for p in FIXTURE_FILES if p.name == "pydantic_ai__same_call_loop.json")
+    with Harness(idle=3600) as h:
+        status, _, _ = post(h.server.http_port, loop.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        [report] = h.reports
+        assert report.verdict.kind == "stuck"  # the recorded scenario repeats one call with one result
+        data = h.metrics.get_metrics_data()
+        points = {dict(p.attributes).get("loopguard.verdict"): p.value for rm in data.resource_metrics
+                  for sm in rm.scope_metrics for m in sm.metrics if m.name == "loopguard.traces.active"
+                  for p in m.data.data_points}
+        assert "working" in points and "stuck" in points
+        assert all(value == 0 for value in points.values()), points
