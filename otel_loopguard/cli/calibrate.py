@@ -450,11 +450,7 @@ def run(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.clear()
     swept = time.perf_counter() - started
-    known_tools = {s.call.tool for t in reading.traces for s in t.steps if s.call is not None}
-    for tool in grid.tools():
-        if tool not in known_tools:
-            print(f"otel-loopguard: warning: the grid names tool {escaped(repr(tool))}, which no trace calls",
-                  file=sys.stderr)
+    _warn_unknown_tools(grid, reading)
 
     written = _write(args.write, result, config_path)
     if plot_to is not None:
@@ -475,6 +471,15 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"drew the picture in {plot_to}\n")
     out.flush()
     return EXIT_ERROR if on_error.failed else EXIT_OK
+
+
+def _warn_unknown_tools(grid: Any, reading: Reading) -> None:
+    """Warn about each tool the grid names that no trace calls (a typo sweeps nothing)."""
+    known_tools = {s.call.tool for t in reading.traces for s in t.steps if s.call is not None}
+    for tool in grid.tools():
+        if tool not in known_tools:
+            print(f"otel-loopguard: warning: the grid names tool {escaped(repr(tool))}, which no trace calls",
+                  file=sys.stderr)
 
 
 def _json_doc(result: Calibration, reading: Reading, swept: float, jobs: int, written: str | None,

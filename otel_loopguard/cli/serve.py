@@ -51,6 +51,14 @@ def register(commands: Any) -> None:
                             "'http://localhost:16686/trace/{trace_id}'")
     serve.add_argument("--quiet", action="store_true", default=None,
                        help="do not print a line per verdict on standard error")
+    _security_options(serve)
+    _limit_options(serve)
+    detector_options(serve)
+    serve.set_defaults(handler=run)
+
+
+def _security_options(serve: argparse.ArgumentParser) -> None:
+    """TLS and bearer-token options, shared by both receivers and the status page."""
     security = serve.add_argument_group("TLS and authentication (both receivers)")
     security.add_argument("--tls-cert", metavar="FILE", help="server certificate chain (PEM); needs --tls-key")
     security.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")
@@ -60,6 +68,10 @@ def register(commands: Any) -> None:
                           help="require 'Authorization: Bearer <token>' with a token of this file: one per line, "
                                "TOKEN or TENANT TOKEN; with tenants, traces are kept apart per tenant (HTTP 401 / "
                                "gRPC UNAUTHENTICATED otherwise)")
+
+
+def _limit_options(serve: argparse.ArgumentParser) -> None:
+    """The receivers' limits and the shutdown bound."""
     limits = serve.add_argument_group("limits (both receivers unless named)")
     limits.add_argument("--max-body", type=int, metavar="BYTES",
                         help="largest request, before and after gzip (default 16777216)")
@@ -84,8 +96,6 @@ def register(commands: Any) -> None:
     limits.add_argument("--shutdown-timeout", type=float, metavar="SECONDS",
                         help="on SIGTERM/SIGINT, the longest wait for open traces to be judged and their events "
                              "and metrics to be sent; what is still pending then is dropped and said so (default 5)")
-    detector_options(serve)
-    serve.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -252,22 +252,7 @@ class TraceCollector:
         attrs = span.attributes
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
-            step = self._reader.tool_step(span, row)
-            if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
-                self._add_lane_step(held, handoff)  # a tool span all the same, read
-                held.unread.tool_read()
-            elif self._hold(held, step):
-                call = step.call
-                if call is not None:
-                    if call.arguments_captured and call.result_captured:
-                        held.unread.tool_read()
-                    else:
-                        held.unread.tool(attrs, call.arguments_captured, call.result_captured,
-                                         [(name, ev) for name, _, ev in span.events],
-                                         self._reader.extractor.convention(attrs, span.name))
-            if not held.tools:
-                held.tools = True
-                self._drop_messages(held)
+            self._add_tool(held, span, row)
         elif role == ROLE_LLM:
             turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
                                                      span.start_ns, span.end_ns, messages=not held.tools,
@@ -285,6 +270,26 @@ class TraceCollector:
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
+
+    def _add_tool(self, held: _Held, span: SpanRecord, row: Any) -> None:
+        """Hold a tool span's step (a hand-off when it transfers to another agent), noting unread content."""
+        attrs = span.attributes
+        step = self._reader.tool_step(span, row)
+        if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
+            self._add_lane_step(held, handoff)  # a tool span all the same, read
+            held.unread.tool_read()
+        elif self._hold(held, step):
+            call = step.call
+            if call is not None:
+                if call.arguments_captured and call.result_captured:
+                    held.unread.tool_read()
+                else:
+                    held.unread.tool(attrs, call.arguments_captured, call.result_captured,
+                                     [(name, ev) for name, _, ev in span.events],
+                                     self._reader.extractor.convention(attrs, span.name))
+        if not held.tools:
+            held.tools = True
+            self._drop_messages(held)
 
     def add_all(self, spans: Iterable[SpanRecord], source: str) -> Iterator[TraceReport]:
         """Hold every span of ``spans``; yields reports of traces released early.

@@ -51,7 +51,7 @@ from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
 from .judge import Step, TraceJudge
-from .model import RULE_FREQUENCY, RULE_PERIOD, STUCK
+from .model import RULE_FREQUENCY, RULE_PERIOD, STEP_TOOL, STUCK
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -357,7 +357,7 @@ class CalibrationTrace:
         end: float | None = None
         for step in self.steps:
             call = step.call
-            if call is not None:
+            if call is not None and step.kind == STEP_TOOL:  # hand-offs and model turns are no tool calls
                 self.cost_before.append(cost.usd)
                 at = call.end if call.end is not None else call.start
                 self.call_ends.append(at)

@@ -256,10 +256,7 @@ class LoopEngine:
         if declared is None and rules.wait is not None:
             declared = self._polling(state, call, entry, rules.wait, rules.wait_until)
         if declared is not None or lease.lease is not None:
-            waited = lease.call
-            continues = (declared is None and waited is not None and waited.tool == entry.tool
-                         and self._signatures.same_signature(waited, entry))
-            self._lease.update(lease, declared, continues=continues, call=entry)
+            self._lease_update(lease, declared, entry)
         # The window: the oldest call leaves a full one.
         evicted = calls[0] if len(calls) == self._window_size else None
         calls.append(entry)
@@ -405,6 +402,14 @@ class LoopEngine:
         ladder = state._ladder
         verdict = self._ladder_conclude(ladder, verdict, index, False, True)
         return Observation(index, verdict, ladder.transition, ladder.last, verdict.signature_digest)
+
+    def _lease_update(self, lease: LeaseState, declared: Lease | None, entry: Call) -> None:
+        """Account for one call in the trace's lease: a call declaring none continues the held one when it has the
+        signature of the call that took it."""
+        waited = lease.call
+        continues = (declared is None and waited is not None and waited.tool == entry.tool
+                     and self._signatures.same_signature(waited, entry))
+        self._lease.update(lease, declared, continues=continues, call=entry)
 
     def _polling(self, state: TraceState, call: ToolCall, entry: Call, wait: float,
                  until: re.Pattern[str] | None) -> Lease | None:
