@@ -56,6 +56,7 @@ class TraceRow:
     cost_usd: float | None
     age_s: float
     state: str
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class EventRow:
     rule: str
     intervention: str
     step: int
+    tenant: str = ""
 
 
 class StatusBoard:
@@ -118,6 +120,7 @@ class StatusBoard:
             rule=intervention.rule if intervention is not None else event.verdict.rule,
             intervention=intervention.action if intervention is not None else "none",
             step=event.steps,
+            tenant=bounded_name(event.tenant) if event.tenant else "",
         )
         with self._lock:
             self._events.append(row)
@@ -135,7 +138,7 @@ class StatusBoard:
         self._finished.append(TraceRow(
             trace_id=f"{trace_id:032x}", service=service, agent=agent, verdict=report.verdict.kind,
             tool_calls=report.steps_used, cost_usd=done.cost_usd, age_s=round(self._clock() - first, 3),
-            state="finished"))
+            state="finished", tenant=bounded_name(done.tenant) if done.tenant else ""))
 
     def snapshot(self, held: Iterable[HeldTrace], stats: ServeStats) -> dict[str, Any]:
         """The page's data (the ``/traces.json`` document), newest first."""
@@ -148,7 +151,8 @@ class StatusBoard:
                     trace_id=f"{trace.trace_id:032x}", service=service,
                     agent=bounded_name(trace.agent) if trace.agent else self._agents.get(trace.trace_id, ""),
                     verdict=trace.verdict, tool_calls=trace.tool_calls, cost_usd=trace.cost_usd,
-                    age_s=round(now - first, 3), state="open"))
+                    age_s=round(now - first, 3), state="open",
+                    tenant=bounded_name(trace.tenant) if trace.tenant else ""))
             events = list(self._events)
             finished = list(self._finished)
             unread = self._unread
@@ -219,14 +223,18 @@ _STYLE = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse
 def render_html(doc: dict[str, Any], link: Callable[[str], str | None]) -> str:
     """The status page for a :meth:`StatusBoard.snapshot` document: escaped, bounded, reloading itself."""
     counters = "".join(f"<tr><th>{_html(k, 40)}</th><td>{int(v)}</td></tr>" for k, v in doc["counters"].items())
+    # With tenants (a token file naming them), every table says whose trace each row is.
+    tenants = any(row.get("tenant") for name in ("traces", "events", "finished") for row in doc[name])
+    trace_columns = ("tenant", *_TRACE_COLUMNS) if tenants else _TRACE_COLUMNS
+    event_columns = ("tenant", *_EVENT_COLUMNS) if tenants else _EVENT_COLUMNS
     return (
         "<!DOCTYPE html><html><head><meta charset=utf-8>"
         f"<meta http-equiv=refresh content={REFRESH_SECONDS}><title>otel-loopguard serve</title>"
         f"<style>{_STYLE}</style></head><body><h1>otel-loopguard serve</h1>"
         f"<table id=counters>{counters}</table>"
-        + _table("Traces held now", doc["traces"], _TRACE_COLUMNS, link, "traces")
-        + _table(f"Last {MAX_EVENTS} transitions and interventions", doc["events"], _EVENT_COLUMNS, link, "events")
-        + _table(f"Last {MAX_FINISHED} finished traces", doc["finished"], _TRACE_COLUMNS, link, "finished")
+        + _table("Traces held now", doc["traces"], trace_columns, link, "traces")
+        + _table(f"Last {MAX_EVENTS} transitions and interventions", doc["events"], event_columns, link, "events")
+        + _table(f"Last {MAX_FINISHED} finished traces", doc["finished"], trace_columns, link, "finished")
         + '<p><a href="traces.json">traces.json</a></p></body></html>'
     )
 

@@ -77,6 +77,8 @@ class FinishedTrace:
     unread: tuple[Unread, ...] = ()
     peers: tuple[str, ...] = ()
     agents: tuple[tuple[str | None, int], ...] = ()
+    #: The tenant that sent it ("" without tenants).
+    tenant: str = ""
 
     @property
     def cost_usd(self) -> float | None:
@@ -122,13 +124,15 @@ class ServeStats:
 
 @dataclass(frozen=True, slots=True)
 class HeldTrace:
-    """An open trace as the status page shows it: verdict now, tool calls judged, cost when known, agent."""
+    """An open trace as the status page shows it: verdict now, tool calls judged, cost when known, agent, and the
+    tenant that sent it ("" without tenants)."""
 
     trace_id: int
     verdict: str
     tool_calls: int
     cost_usd: float | None
     agent: str | None
+    tenant: str = ""
 
 
 _COUNTERS = ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_spans", "rejudged_traces",
@@ -464,7 +468,7 @@ class TraceTable:
                 cost = judge.cost if judge.seen_usage else None
                 held.append(HeldTrace(trace.trace_id, judge.verdict.kind, judge.steps,
                                       cost.usd if cost is not None and not cost.unpriced_tokens else None,
-                                      trace.context[0]))
+                                      trace.context[0], trace.tenant))
         return held
 
     # -- internals -------------------------------------------------------------
@@ -770,7 +774,7 @@ class TraceTable:
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
-                                 trace.agent_calls())
+                                 trace.agent_calls(), trace.tenant)
 
     def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
         step = judged.step

@@ -101,3 +101,26 @@ def test_without_tenants_one_trace_id_is_one_trace() -> None:
         post(port, json.dumps(_calls(1, 2)).encode(), "application/json")
         post(port, json.dumps(_calls(11, 1)).encode(), "application/json")
         assert [(e.tenant, e.verdict.kind) for e in h.events] == [(None, "stuck")]
+
+
+def test_the_status_page_names_each_row_s_tenant(tmp_path: Path) -> None:
+    """With tenants, the status page's held trace and its events carry the tenant that sent them, in the JSON and
+    as a column of the page; without tenants the column is not shown."""
+    from tests.serve._loop_request import loop_request
+    from tests.serve.test_status_page import _get
+
+    tokens = _tokens(tmp_path, f"acme {ACME}\nglobex {GLOBEX}\n")
+    auth = {"Authorization": f"Bearer {ACME}"}
+    with Harness(settings=ServeSettings(bearer_token=tokens), status="127.0.0.1:0") as h:
+        body = loop_request("4bf92f3577b34da6a3ce929d0e0e4736")
+        assert post(h.server.http_port or 0, body, "application/json", headers=auth)[0] == 200
+        port = h.server.status_port or 0
+        doc = json.loads(_get(port, "/traces.json", auth)[1])
+        page = _get(port, "/", auth)[1]
+    assert [t["tenant"] for t in doc["traces"]] == ["acme"]
+    assert {e["tenant"] for e in doc["events"]} == {"acme"}
+    assert "<th>tenant</th>" in page and "<td>acme</td>" in page
+    with Harness(status="127.0.0.1:0") as h:
+        assert post(h.server.http_port or 0, body, "application/json")[0] == 200
+        page = _get(h.server.status_port or 0, "/")[1]
+    assert "<th>tenant</th>" not in page
