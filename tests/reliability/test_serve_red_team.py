@@ -205,3 +205,48 @@ def test_sigterm_while_receiving_exits_cleanly() -> None:
             sender.join(DEADLINE)
     assert status == 0, server.output
     assert "Traceback" not in server.output and "InvalidStateError" not in server.output
+
+
+TRACE = 0xABC
+ACME, MALLORY = "acme-token-0123456789", "mallory-token-0123456789"
+
+
+def _status(server: Serve, token: str | None = None) -> dict[str, Any]:
+    """The status page's /traces.json of ``server`` (started with ``--status 127.0.0.1:0``)."""
+    port = int(re.search(r"status page https?://[^:/]+:(\d+)/", server.output).group(1))  # type: ignore[union-attr]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request_ = urllib.request.Request(f"http://127.0.0.1:{port}/traces.json", headers=headers)
+    with urllib.request.urlopen(request_, timeout=DEADLINE) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def test_another_sender_cannot_push_a_tenant_s_trace_into_a_loop(tmp_path: Path) -> None:
+    """Attack 2: acme sends two identical calls in trace 0xabc; mallory, with its own token, sends 205 identical
+    calls into the same trace id. Keyed by (tenant, trace id), acme's trace stays two calls and working, with no
+    event; mallory's is its own (stuck, over the step budget)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"acme {ACME}\nmallory {MALLORY}\n")
+    with serve("--bearer-token-file", str(tokens), "--status", "127.0.0.1:0", "--idle", "60") as server:
+        assert server.post(request(*(span(TRACE, i, tool()) for i in (1, 2))),
+                           {"Authorization": f"Bearer {ACME}"})[0] == 200
+        assert server.post(request(*(span(TRACE, 100 + i, tool()) for i in range(205))),
+                           {"Authorization": f"Bearer {MALLORY}"})[0] == 200
+        doc = _status(server, ACME)
+        assert server.terminate() == 0
+    assert {t["tenant"]: (t["tool_calls"], t["verdict"]) for t in doc["traces"]} == {
+        "acme": (2, "working"), "mallory": (205, "stuck")}
+    assert {e["tenant"] for e in doc["events"]} == {"mallory"}
+
+
+def test_a_lease_deadline_of_1e308_holds_only_max_seconds() -> None:
+    """Attack 5: identical calls declaring a wait with deadline 1e308 are waiting while within lease.max_seconds
+    (3600 s) of the first call's end (T0 + 1.1 s); two more at T0 + 4000 s are past it: the five are stuck."""
+    wait: dict[str, Any] = {"loopguard.wait.owner": "approver", "loopguard.wait.deadline": 1e308}
+    with serve("--status", "127.0.0.1:0", "--idle", "60") as server:
+        assert server.post(request(*(span(TRACE, i, tool(**wait)) for i in (1, 2, 3))))[0] == 200
+        first = _status(server)
+        assert server.post(request(*(span(TRACE, i, tool(**wait)) for i in (4000, 4001))))[0] == 200
+        second = _status(server)
+        assert server.terminate() == 0
+    assert [(t["tool_calls"], t["verdict"]) for t in first["traces"]] == [(3, "waiting")]
+    assert [(t["tool_calls"], t["verdict"]) for t in second["traces"]] == [(5, "stuck")]
