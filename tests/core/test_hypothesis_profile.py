@@ -18,8 +18,15 @@ print(settings.default.derandomize, settings.default.database is None)
 """
 
 
+# Variables by which Hypothesis itself recognises a CI machine (and then derandomises its default profile): a local
+# run has none of them.
+_CI_MARKERS = ("CI", "TF_BUILD", "GITHUB_ACTIONS", "BUILDKITE", "CIRCLECI", "CIRRUS_CI", "CODEBUILD_BUILD_ID",
+               "GITLAB_CI", "HEROKU_TEST_RUN_ID", "TEAMCITY_VERSION", "bamboo.buildKey")
+
+
 def _profile(env_extra: dict[str, str]) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPGUARD_", "HYPOTHESIS_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LOOPGUARD_", "HYPOTHESIS_")) and k not in _CI_MARKERS}
     env.update(env_extra)
     return subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
                           check=True, timeout=120).stdout.strip()
