@@ -13,6 +13,8 @@ from typing import Any
 
 from msgspec import Struct
 
+from . import names as n
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -50,3 +52,12 @@ class SpanRecord(Struct, frozen=True, gc=False):
     status_error: bool = False
     status_message: str = ""
     events: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
+
+
+def version_attributes(attrs: Mapping[str, Any]) -> dict[str, str]:
+    """The version stamps (``app.*.version``, :data:`~.names.VERSION_ATTRIBUTES`) a span carries, as strings.
+
+    A fixed set of keys, so a task metric's attributes stay few whatever the span holds; the emitter bounds the
+    values' length.
+    """
+    return {key: str(attrs[key]) for key in n.VERSION_ATTRIBUTES.values() if key in attrs}
