@@ -391,31 +391,20 @@ class Emitter:
 
     def _finish_instruments(self, meter: Any) -> None:
         """The instruments recorded once per finished trace: its steps and cost, its task outcome and figures."""
-        self.trace_steps = meter.create_histogram(
-            n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace",
-            explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
-        )
-        self.trace_cost = meter.create_histogram(
-            n.METRIC_TRACE_COST, n.UNIT_USD, "Model usage cost per finished trace",
-            explicit_bucket_boundaries_advisory=_COST_BUCKETS,
-        )
+        def histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+            return meter.create_histogram(name, unit, description, explicit_bucket_boundaries_advisory=buckets)
+
+        self.trace_steps = histogram(n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace", _STEP_BUCKETS)
+        self.trace_cost = histogram(n.METRIC_TRACE_COST, n.UNIT_USD, "Model usage cost per finished trace",
+                                    _COST_BUCKETS)
         self.task_outcomes = meter.create_counter(n.METRIC_TASK_OUTCOMES, n.UNIT_TASK, "Finished tasks, by outcome")
-        self.task_turns = meter.create_histogram(
-            n.METRIC_TASK_TURNS, n.UNIT_TURN, "Model calls per finished task",
-            explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
-        )
-        self.task_tool_calls = meter.create_histogram(
-            n.METRIC_TASK_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished task",
-            explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
-        )
-        self.task_cost = meter.create_histogram(
-            n.METRIC_TASK_COST, n.UNIT_USD, "Model cost per finished task (every model call priced)",
-            explicit_bucket_boundaries_advisory=_COST_BUCKETS,
-        )
-        self.task_duration = meter.create_histogram(
-            n.METRIC_TASK_DURATION, n.UNIT_SECOND, "Seconds per finished task",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
-        )
+        self.task_turns = histogram(n.METRIC_TASK_TURNS, n.UNIT_TURN, "Model calls per finished task", _STEP_BUCKETS)
+        self.task_tool_calls = histogram(n.METRIC_TASK_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished task",
+                                         _STEP_BUCKETS)
+        self.task_cost = histogram(n.METRIC_TASK_COST, n.UNIT_USD,
+                                   "Model cost per finished task (every model call priced)", _COST_BUCKETS)
+        self.task_duration = histogram(n.METRIC_TASK_DURATION, n.UNIT_SECOND, "Seconds per finished task",
+                                       _DURATION_BUCKETS)
 
     def task_finished(self, task: TaskOutcome) -> None:
         """A task (trace) ended: count its outcome and record its figures, with the outcome, the agent's capped

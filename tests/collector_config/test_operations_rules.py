@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 from otel_loopguard.conventions import names as n
 
 from ._support import (
@@ -16,6 +13,7 @@ from ._support import (
     prom_series_names,
     promql_names,
     require_binary,
+    run_tool,
 )
 
 OPERATIONS_FILE = CONFIG_DIR / "prometheus" / "loopguard-operations.yaml"
@@ -31,17 +29,9 @@ TASK_INSTRUMENTS = (
     Instrument(n.METRIC_TASK_TOOL_CALLS, n.UNIT_TOOL_CALL, "histogram", TASK_LABELS),
     Instrument(n.METRIC_TASK_COST, n.UNIT_USD, "histogram", TASK_LABELS),
 )
-# A deadline for a hang, not a wait (the test evaluates 200 hours of samples; about 1 s alone on two cores).
-PROMTOOL_TIMEOUT_S = 300
-
-
-def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=PROMTOOL_TIMEOUT_S, cwd=cwd, check=False)
-
-
 def test_promtool_check_rules_accepts_the_operations_file() -> None:
     """`promtool check rules` parses all 16 rules (10 recorded figures, 6 alerts)."""
-    result = _run([require_binary("promtool"), "check", "rules", str(OPERATIONS_FILE)])
+    result = run_tool([require_binary("promtool"), "check", "rules", str(OPERATIONS_FILE)])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 16 rules found" in result.stdout
     assert (len(RECORDED), len(ALERTS)) == (10, 6)
@@ -49,7 +39,7 @@ def test_promtool_check_rules_accepts_the_operations_file() -> None:
 
 def test_promtool_unit_tests_pass() -> None:
     """`promtool test rules` runs the firing and not-firing cases of every operations alert."""
-    result = _run([require_binary("promtool"), "test", "rules", OPERATIONS_TEST_FILE.name],
+    result = run_tool([require_binary("promtool"), "test", "rules", OPERATIONS_TEST_FILE.name],
                   cwd=OPERATIONS_TEST_FILE.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
