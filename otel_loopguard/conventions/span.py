@@ -7,7 +7,7 @@ serves the processor, ``audit`` and ``serve``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -61,3 +61,8 @@ def version_attributes(attrs: Mapping[str, Any]) -> dict[str, str]:
     values' length.
     """
     return {key: str(attrs[key]) for key in n.VERSION_ATTRIBUTES.values() if key in attrs}
+
+
+def ended_in_error(status_error: bool, event_names: Iterable[str]) -> bool:
+    """Whether a span ended in error: error status, or an ``exception`` event (recorded without setting a status)."""
+    return status_error or any(name == n.EVENT_EXCEPTION for name in event_names)

@@ -2,9 +2,9 @@
 
 One value per trace, made when the trace ends (the processor: its local root span ends; ``serve``: the trace is
 finished). The outcome is one of four words, decided in this order so that each trace counts once:
-``stopped`` (this guard stopped it: a loop, step or cost limit), ``error`` (error status on the agent or root span),
-``refused`` (a model refused: finish reason ``content_filter`` or ``refusal``), else ``success``. A stop comes
-first because a stopped run usually ends with the error the harness raised for it.
+``stopped`` (this guard stopped it: a loop, step or cost limit), ``error`` (error status or an exception event on
+the agent or root span), ``refused`` (a model refused: finish reason ``content_filter`` or ``refusal``), else
+``success``. A stop comes first because a stopped run usually ends with the error the harness raised for it.
 """
 
 from __future__ import annotations

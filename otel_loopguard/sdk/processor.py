@@ -35,6 +35,7 @@ from ..conventions.extract import (
 )
 from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
+from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
@@ -92,6 +93,11 @@ def _events(span: ReadableSpan) -> Any:
     """A span's events as (name, attributes), read only when the convention needs them (``span.events`` copies)."""
     for e in span.events:
         yield e.name, e.attributes or _EMPTY
+
+
+def _failed(span: ReadableSpan) -> bool:
+    """Whether an agent or root span ended in error (status or an exception event): the task's ``error`` outcome."""
+    return ended_in_error(span.status.status_code is StatusCode.ERROR, (e.name for e in span.events))
 
 
 # The hooks run for every span of the application, so they read an SDK span's attributes as the SDK stores them:
@@ -939,7 +945,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 start, stop = span.start_time or 0, end or 0
                 agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
                 agent.tool_calls = sum(1 for t in record.tool_ends if start <= t <= stop)
-            if span.status.status_code is StatusCode.ERROR:
+            if _failed(span):
                 record.failed = True
             record.agent_name = agent.name or record.agent_name
         self._emitter.agent_finished(agent.name, agent.tool_calls)
@@ -982,7 +988,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _task_ended(self, record: _Trace, judge: TraceJudge | None, root: ReadableSpan | None) -> None:
         """Record the trace's task outcome and figures (its root span ended)."""
-        error = record.failed or (root is not None and root.status.status_code is StatusCode.ERROR)
+        error = record.failed or (root is not None and _failed(root))
         start, end = (root.start_time, root.end_time) if root is not None else (None, None)
         self._emitter.task_finished(TaskOutcome(
             outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=error,

@@ -22,7 +22,7 @@ from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_hand
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.span import SpanRecord, version_attributes
+from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
@@ -267,7 +267,7 @@ def _note_task(trace: _Trace, batch: _Batch) -> None:
     a refused model call."""
     for root in batch.roots:
         trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
-        if root.status_error:
+        if ended_in_error(root.status_error, (e[0] for e in root.events)):
             trace.failed = True
     if not trace.refused and any(refused(span.attributes) for span in batch.models):
         trace.refused = True
@@ -629,7 +629,7 @@ class TraceTable:
                 ids.add(span.span_id)
             trace.unread.model(span.attributes)
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-            if span.status_error:
+            if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
             if len(agents) < _MAX_AGENTS:
                 agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))

@@ -120,3 +120,14 @@ def test_versions_and_bounded_agent_name(make_harness: HarnessFactory) -> None:
         assert attrs["app.model.version"] == "m-2026", name
         assert len(attrs["gen_ai.agent.name"]) == 128, name
         assert attrs["gen_ai.agent.name"].startswith("a" * 115 + "~"), name
+
+
+def test_exception_event_without_error_status(harness: Harness) -> None:
+    """An agent span that recorded an exception but kept an unset status is an ``error`` task."""
+    h = harness
+    agent = h.agent()
+    h.tool(agent)
+    agent.record_exception(RuntimeError("tool crashed"))
+    h.end(agent)
+    assert h.total("loopguard.task.outcomes", **{OUTCOME: "error"}) == 1
+    assert h.total("loopguard.task.outcomes", **{OUTCOME: "success"}) == 0

@@ -14,11 +14,14 @@ T0 = 1_767_225_600 * S
 OUTCOME = "loopguard.outcome"
 
 
-def _agent(trace_id: int, *, error: bool = False, end: float = 10.0, **attrs: Any) -> SpanRecord:
-    """The trace's root: an ``invoke_agent`` span from T0 to T0 + ``end`` seconds."""
+def _agent(trace_id: int, *, error: bool = False, end: float = 10.0, exception: bool = False,
+           **attrs: Any) -> SpanRecord:
+    """The trace's root: an ``invoke_agent`` span from T0 to T0 + ``end`` seconds (error status, or an
+    ``exception`` event, when asked)."""
+    events = (("exception", T0 + S, {"exception.type": "RuntimeError"}),) if exception else ()
     return SpanRecord(trace_id, 0x100, None, "invoke_agent planner", T0, T0 + int(end * S),
                       {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner", **attrs},
-                      status_error=error)
+                      status_error=error, events=events)
 
 
 def _tool(trace_id: int, i: int, query: str = "x") -> SpanRecord:
@@ -75,3 +78,19 @@ def test_figures_agent_and_versions_of_a_priced_task() -> None:
             assert (point.count, point.sum) == (1, total), name
             assert dict(point.attributes) == {OUTCOME: "success", "gen_ai.agent.name": "planner",
                                               "app.prompt.version": "p7"}, name
+
+
+def test_exception_event_on_a_plain_root() -> None:
+    """A root that is not a GenAI span, with an ``exception`` event and no error status, makes an ``error`` task."""
+    root = SpanRecord(9, 0x50, None, "handle_request", T0, T0 + 20 * S,
+                      events=(("exception", T0 + S, {"exception.type": "ValueError"}),))
+    agent = SpanRecord(9, 0x100, 0x50, "invoke_agent planner", T0 + S // 10, T0 + 10 * S,
+                       {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
+    with Harness(grpc_on=False, http_on=False) as h:
+        h.server.ingest([root, agent, _tool(9, 0)])
+        h.server.finish_all()
+        assert h.wait_reports(1)
+        [point] = _points(h, "loopguard.task.outcomes")
+        assert (point.attributes[OUTCOME], point.value) == ("error", 1)
+        [duration] = _points(h, "loopguard.task.duration")
+        assert duration.sum == 20.0  # the root's 20 s, not the agent's 9.9 s
