@@ -52,6 +52,7 @@ __all__ = [
     "TurnJudge",
     "by_occurrence",
     "read_messages",
+    "refused",
     "synthetic_id",
     "tool_activity",
 ]
@@ -117,6 +118,8 @@ def _text(value: Any) -> Any:
 
 
 _TOOL_FINISH = frozenset({"tool_calls", "tool_call", "function_call", "tool_use"})
+#: Finish reasons of a refused model call (OpenAI's ``content_filter``, Anthropic's ``refusal``).
+_REFUSAL_FINISH = frozenset({"content_filter", "refusal"})
 
 
 def _genai(attrs: Mapping[str, Any]) -> Messages | None:
@@ -327,6 +330,16 @@ def tool_activity(attrs: Mapping[str, Any]) -> str | None:
 
 def _tool_finish(attrs: Mapping[str, Any]) -> str | None:
     """The finish-reason attribute that names a tool call, or None."""
+    return _finish_in(attrs, _TOOL_FINISH)
+
+
+def refused(attrs: Mapping[str, Any]) -> bool:
+    """Whether a model span's finish reasons say the model refused (``content_filter`` or ``refusal``)."""
+    return _finish_in(attrs, _REFUSAL_FINISH) is not None
+
+
+def _finish_in(attrs: Mapping[str, Any], wanted: frozenset[str]) -> str | None:
+    """The finish-reason attribute holding one of ``wanted`` (a list, a JSON list or one string), or None."""
     for key in (n.GEN_AI_RESPONSE_FINISH_REASONS, n.OI_LLM_FINISH_REASON):
         value = attrs.get(key)
         if value is None:
@@ -335,7 +348,7 @@ def _tool_finish(attrs: Mapping[str, Any]) -> str | None:
             parsed = _json(value) if value[:1] == "[" else value
             value = parsed if parsed is not None else value
         reasons = (value,) if isinstance(value, str) else value
-        if isinstance(reasons, (list, tuple)) and any(str(r) in _TOOL_FINISH for r in reasons):
+        if isinstance(reasons, (list, tuple)) and any(str(r) in wanted for r in reasons):
             return key
     return None
 
@@ -432,6 +445,11 @@ class TurnJudge:
         self._emitted: set[str] = set()
         # The turns that asked for each call id (a repeated id is a new call unless it is the same model call).
         self._asked: dict[str, list[Turn]] = {}
+
+    @property
+    def calls(self) -> int:
+        """Model calls with token usage so far, each counted once (a task's turns)."""
+        return len(self._counted)
 
     @property
     def pending(self) -> int:

@@ -196,6 +196,16 @@ METRIC_SPANS_UNREAD = "loopguard.spans.unread"
 #: Attribute of ``loopguard.spans.unread``: why the spans could not be read (conventions/unread.py).
 LOOPGUARD_UNREAD_REASON = "loopguard.unread.reason"
 
+#: Finished tasks (traces), by outcome (success, error, stopped, refused), agent name and version stamps.
+METRIC_TASK_OUTCOMES = "loopguard.task.outcomes"
+#: Model calls, tool calls, model cost (USD, only when every call was priced) and seconds per finished task.
+METRIC_TASK_TURNS = "loopguard.task.turns"
+METRIC_TASK_TOOL_CALLS = "loopguard.task.tool_calls"
+METRIC_TASK_COST = "loopguard.task.cost"
+METRIC_TASK_DURATION = "loopguard.task.duration"
+#: Attribute of the task metrics: how the task ended.
+LOOPGUARD_OUTCOME = "loopguard.outcome"
+
 UNIT_TRANSITION = "{transition}"
 UNIT_INTERVENTION = "{intervention}"
 UNIT_TRACE = "{trace}"
@@ -204,6 +214,9 @@ UNIT_STEP = "{step}"
 UNIT_USD = "USD"
 UNIT_ERROR = "{error}"
 UNIT_SPAN = "{span}"
+UNIT_TASK = "{task}"
+UNIT_TURN = "{turn}"
+UNIT_SECOND = "s"
 
 # Tool names beyond this many distinct values are reported as OTHER_TOOL so the
 # metric stays low-cardinality whatever the agent invents.

@@ -28,11 +28,13 @@ from .._version import VERSION
 from ..conventions import names as n
 from ..core.escape import escaped
 from ..core.model import STUCK, Intervention, Transition, Verdict
+from ..core.outcome import TaskOutcome
 
 _AGENT_TOOL_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 _STEP_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 _COST_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 25)
 _DELAY_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 30)
+_DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 MAX_NAME_CHARS = 128
 MAX_MESSAGE_CHARS = 1024
@@ -261,14 +263,6 @@ class Emitter:
         self.tool_calls = meter.create_observable_counter(
             n.METRIC_TOOL_CALLS, [self._tool_calls.observe], n.UNIT_TOOL_CALL, "Tool calls observed"
         )
-        self.trace_steps = meter.create_histogram(
-            n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace",
-            explicit_bucket_boundaries_advisory=_STEP_BUCKETS,
-        )
-        self.trace_cost = meter.create_histogram(
-            n.METRIC_TRACE_COST, n.UNIT_USD, "Model usage cost per finished trace",
-            explicit_bucket_boundaries_advisory=_COST_BUCKETS,
-        )
         self.detection_delay = meter.create_histogram(
             n.METRIC_DETECTION_DELAY, n.UNIT_STEP, "Calls from a cycle's start to its stuck verdict",
             explicit_bucket_boundaries_advisory=_DELAY_BUCKETS,
@@ -284,6 +278,7 @@ class Emitter:
         self.spans_unread = meter.create_counter(
             n.METRIC_SPANS_UNREAD, n.UNIT_SPAN, "GenAI spans that could not be read as tool calls, by reason"
         )
+        self._finish_instruments(meter)
         # Emissions held for release(), when hold() was called: a deque, so that a thread appending while another
         # releases loses nothing (append and popleft are atomic).
         self._held: deque[tuple[Callable[..., None], tuple[Any, ...]]] | None = None
@@ -393,6 +388,41 @@ class Emitter:
             self._hold_or_run(self.trace_cost.record, cost, None, _NO_SPAN)
         if evicted is not None:
             self.evicted.add(1, self._attributes(n.LOOPGUARD_EVICTION_REASON, evicted), _NO_SPAN)
+
+    def _finish_instruments(self, meter: Any) -> None:
+        """The instruments recorded once per finished trace: its steps and cost, its task outcome and figures."""
+        def histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+            return meter.create_histogram(name, unit, description, explicit_bucket_boundaries_advisory=buckets)
+
+        self.trace_steps = histogram(n.METRIC_TRACE_STEPS, n.UNIT_STEP, "Tool calls per finished trace", _STEP_BUCKETS)
+        self.trace_cost = histogram(n.METRIC_TRACE_COST, n.UNIT_USD, "Model usage cost per finished trace",
+                                    _COST_BUCKETS)
+        self.task_outcomes = meter.create_counter(n.METRIC_TASK_OUTCOMES, n.UNIT_TASK, "Finished tasks, by outcome")
+        self.task_turns = histogram(n.METRIC_TASK_TURNS, n.UNIT_TURN, "Model calls per finished task", _STEP_BUCKETS)
+        self.task_tool_calls = histogram(n.METRIC_TASK_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished task",
+                                         _STEP_BUCKETS)
+        self.task_cost = histogram(n.METRIC_TASK_COST, n.UNIT_USD,
+                                   "Model cost per finished task (every model call priced)", _COST_BUCKETS)
+        self.task_duration = histogram(n.METRIC_TASK_DURATION, n.UNIT_SECOND, "Seconds per finished task",
+                                       _DURATION_BUCKETS)
+
+    def task_finished(self, task: TaskOutcome) -> None:
+        """A task (trace) ended: count its outcome and record its figures, with the outcome, the agent's capped
+        name and the version stamps as attributes (all low-cardinality; version values bounded)."""
+        attrs: dict[str, str] = {n.LOOPGUARD_OUTCOME: task.outcome}
+        agent = self.agent_names(task.agent)
+        if agent:
+            attrs[n.GEN_AI_AGENT_NAME] = agent
+        for key, value in task.versions.items():
+            attrs[key] = bounded_name(value)
+        self.task_outcomes.add(1, attrs, _NO_SPAN)
+        run = self._hold_or_run
+        run(self.task_turns.record, task.turns, attrs, _NO_SPAN)
+        run(self.task_tool_calls.record, task.tool_calls, attrs, _NO_SPAN)
+        if task.cost_usd is not None:
+            run(self.task_cost.record, task.cost_usd, attrs, _NO_SPAN)
+        if task.duration_s is not None:
+            run(self.task_duration.record, task.duration_s, attrs, _NO_SPAN)
 
     def agent_finished(self, agent: str | None, tool_calls: int) -> None:
         """An agent invocation ended after ``tool_calls`` tool calls."""

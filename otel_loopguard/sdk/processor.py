@@ -33,13 +33,15 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
 )
-from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge
+from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
+from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, UnreadTrace, message
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
 from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest, ToolCall, Verdict, trace_id_of
+from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter, VerdictEvent
@@ -91,6 +93,11 @@ def _events(span: ReadableSpan) -> Any:
     """A span's events as (name, attributes), read only when the convention needs them (``span.events`` copies)."""
     for e in span.events:
         yield e.name, e.attributes or _EMPTY
+
+
+def _failed(span: ReadableSpan) -> bool:
+    """Whether an agent or root span ended in error (status or an exception event): the task's ``error`` outcome."""
+    return ended_in_error(span.status.status_code is StatusCode.ERROR, (e.name for e in span.events))
 
 
 # The hooks run for every span of the application, so they read an SDK span's attributes as the SDK stores them:
@@ -158,7 +165,8 @@ class _Trace:
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agents", "has_tools", "judge", "key", "root", "tool_ends", "tools", "turns", "unread")
+    __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "tools",
+                 "turns", "unread")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
@@ -173,6 +181,11 @@ class _Trace:
         # End times of the trace's tool calls (bounded), for agent spans recognised only when they end.
         self.tool_ends: list[int] = []
         self.has_tools = False
+        # For the task outcome: an agent span ended with error status; a model call was refused; the name of the
+        # agent span that ended last (the outermost one ends last).
+        self.failed = False
+        self.refused = False
+        self.agent_name: str | None = None
 
     def unread_now(self) -> UnreadTrace:
         """The trace's unread-input record (made on first use)."""
@@ -472,7 +485,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 else:
                     self._lane_span_ended(span, attrs, name)
             if item.is_root:
-                self._root_ended(span.context.trace_id)
+                self._root_ended(span.context.trace_id, span)
         except Exception as exc:  # noqa: BLE001 - never raise into the host application
             self._fail("on_start" if item.started else "on_end", exc)
 
@@ -840,6 +853,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                               with_news=record.judge is not None and record.judge.has_lanes)
             if lane is not None:
                 steps = [*steps, lane]
+            if refused(attrs):
+                record.refused = True
             unread = record.unread_now()
             unread.model(attrs)
             derived = sum(1 for step in steps if step.call is not None and step.kind == STEP_TOOL)
@@ -930,9 +945,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 start, stop = span.start_time or 0, end or 0
                 agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
                 agent.tool_calls = sum(1 for t in record.tool_ends if start <= t <= stop)
+            if _failed(span):
+                record.failed = True
+            record.agent_name = agent.name or record.agent_name
         self._emitter.agent_finished(agent.name, agent.tool_calls)
 
-    def _root_ended(self, trace_id: int) -> None:
+    def _root_ended(self, trace_id: int, root: ReadableSpan | None = None) -> None:
         self._roots.pop(trace_id, None)
         self._late_agents.refs.pop(trace_id, None)
         record = self._store.pop(trace_id)
@@ -949,18 +967,39 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if record.unread is not None:
             self._report_unread(record.unread.causes())
         if record.key is not None:
-            return  # conversation state outlives one trace; its TTL releases it
+            # Conversation state outlives one trace (its TTL releases it): the task's stop and figures are the
+            # conversation's so far.
+            conversation = self._store.get(record.key)
+            self._task_ended(record, conversation.judge if conversation is not None else None, root)
+            return
         judge = record.judge
         if judge is None:
+            self._task_ended(record, None, root)
             return
         # Inner spans held for a parent that never ended are judged now.
         for item in judge.finish(None):
             self._publish(trace_id, item, self._target(trace_id, record), None, None, None)
         self._finished(judge, None)
+        self._task_ended(record, judge, root)
         slot = self._finished_traces.slot(trace_id, time.time())
         if slot is not None:
             slot.state.verdict = judge.verdict
             slot.state.stop = judge.stop
+
+    def _task_ended(self, record: _Trace, judge: TraceJudge | None, root: ReadableSpan | None) -> None:
+        """Record the trace's task outcome and figures (its root span ended)."""
+        error = record.failed or (root is not None and _failed(root))
+        start, end = (root.start_time, root.end_time) if root is not None else (None, None)
+        self._emitter.task_finished(TaskOutcome(
+            outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=error,
+                               refused=record.refused),
+            agent=record.agent_name,
+            turns=record.turns.calls if record.turns is not None else 0,
+            tool_calls=judge.steps if judge is not None else 0,
+            cost_usd=judge.known_cost if judge is not None else None,
+            duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
+            versions=self._stamps,
+        ))
 
     def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
         """Judge derived calls at the trace's end (the record is out of the store: no other hook holds it)."""

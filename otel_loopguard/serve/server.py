@@ -488,6 +488,8 @@ class Server:
                 self._emitter.agent_finished(agent, calls)
             if done.tracked:
                 self._emitter.trace_finished(report.verdict.kind, report.steps_used, done.cost_usd, done.evicted)
+                if done.task is not None:
+                    self._emitter.task_finished(done.task)
             for report_listener in self._report_listeners:
                 try:
                     report_listener(report)

@@ -20,16 +20,17 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
-from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
+from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.span import SpanRecord
+from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
+from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import EVICT_CAPACITY
-from ..sdk.emit import VerdictEvent
+from ..sdk.emit import VerdictEvent, bounded_name
 
 SERVE_SOURCE = "serve"
 
@@ -79,6 +80,8 @@ class FinishedTrace:
     agents: tuple[tuple[str | None, int], ...] = ()
     #: The tenant that sent it ("" without tenants).
     tenant: str = ""
+    #: How the task ended and its figures (the ``loopguard.task.*`` metrics).
+    task: TaskOutcome | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -153,7 +156,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -163,6 +166,8 @@ class _Batch:
         self.steps: list[tuple[Step, SpanRecord]] = []
         self.models: list[SpanRecord] = []
         self.agents: list[SpanRecord] = []
+        # Root spans (for the task outcome: error status, duration, version attributes).
+        self.roots: list[SpanRecord] = []
         self.by_id: dict[int, SpanRecord] | None = None
 
     def span(self, span_id: int) -> SpanRecord | None:
@@ -236,10 +241,12 @@ class _Agent:
     """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
     (as in the processor, where it is the innermost agent span open when the call ends)."""
 
-    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told")
+    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told", "versions")
 
     def __init__(self, span: SpanRecord, name: str | None) -> None:
         self.span_id = span.span_id
+        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
+        self.versions = _bounded_versions(span)
         self.start_ns = span.start_ns
         self.end_ns = span.end_ns
         self.name = name
@@ -250,10 +257,26 @@ class _Agent:
         return self.start_ns <= end_ns <= self.end_ns
 
 
+def _bounded_versions(span: SpanRecord) -> dict[str, str]:
+    """The span's version stamps, each value bounded as every emitted name is."""
+    return {key: bounded_name(value) for key, value in version_attributes(span.attributes).items()}
+
+
+def _note_task(trace: _Trace, batch: _Batch) -> None:
+    """What a batch tells of the task's outcome: a root span (its error status; kept for duration and versions),
+    a refused model call."""
+    for root in batch.roots:
+        trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
+        if ended_in_error(root.status_error, (e[0] for e in root.events)):
+            trace.failed = True
+    if not trace.refused and any(refused(span.attributes) for span in batch.models):
+        trace.refused = True
+
+
 class _Trace:
-    __slots__ = ("agent_ids", "agents", "changed", "context", "has_tools", "judge", "kept", "key", "last_seen",
-                 "last_step", "lock", "max_end_ns", "peers", "status", "tenant", "tool_ends", "trace_id", "tracked",
-                 "turns", "unread")
+    __slots__ = ("agent_ids", "agents", "changed", "context", "failed", "has_tools", "judge", "kept", "key",
+                 "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "tenant",
+                 "tool_ends", "trace_id", "tracked", "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         self.trace_id = trace_id
@@ -283,6 +306,28 @@ class _Trace:
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
+        # For the task outcome: an agent or root span with error status; a refused model call; the root span's
+        # times and bounded version stamps (never the span: a finished trace is remembered).
+        self.failed = False
+        self.refused = False
+        self.root: tuple[int, int, dict[str, str]] | None = None
+
+    def task(self) -> TaskOutcome:
+        """How the trace ended so far: its outcome, outermost agent, figures and the version attributes of its root
+        (else its outermost agent span); the duration is that span's."""
+        judge = self.judge
+        outer = min(self.agents or (), key=attrgetter("start_ns"), default=None)
+        span = self.root if self.root is not None else (
+            (outer.start_ns, outer.end_ns, outer.versions) if outer is not None else None)
+        return TaskOutcome(
+            outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
+            agent=outer.name if outer is not None else None,
+            turns=self.turns.judge.calls if self.turns is not None else 0,
+            tool_calls=judge.steps,
+            cost_usd=judge.known_cost,
+            duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
+            versions=span[2] if span is not None else {},
+        )
 
     def agent_at(self, end_ns: int) -> str | None:
         """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
@@ -390,6 +435,8 @@ class TraceTable:
                 batch.max_end_ns = span.end_ns
             # One classification per span: the role, and for a tool span the convention row that reads it.
             role, row = read_role(span.attributes, span.name)
+            if span.parent_span_id is None:
+                batch.roots.append(span)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
@@ -527,6 +574,8 @@ class TraceTable:
             news |= self._tools_seen(trace)
         if batch.agents:
             news |= self._note_agents(trace, batch.agents)
+        if batch.roots or batch.models:
+            _note_task(trace, batch)
         added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
             turns = trace.turns
@@ -580,6 +629,8 @@ class TraceTable:
                 ids.add(span.span_id)
             trace.unread.model(span.attributes)
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
+            if ended_in_error(span.status_error, (e[0] for e in span.events)):
+                trace.failed = True
             if len(agents) < _MAX_AGENTS:
                 agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
             news = True
@@ -774,7 +825,7 @@ class TraceTable:
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
-                                 trace.agent_calls(), trace.tenant)
+                                 trace.agent_calls(), trace.tenant, trace.task())
 
     def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
         step = judged.step

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,16 @@ def load_yaml(path: Path) -> Any:
     """Parse one YAML file."""
     with path.open(encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+# A deadline for a hang, not a wait: `promtool test rules` evaluates a day of samples per group and takes 5-7 s
+# alone on two cores, several times that on a loaded machine.
+PROMTOOL_TIMEOUT_S = 300
+
+
+def run_tool(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a Prometheus binary (promtool) with a deadline for a hang; its output is captured as text."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=PROMTOOL_TIMEOUT_S, cwd=cwd, check=False)
 
 
 def require_binary(name: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ._support import (
     prom_label,
     promql_names,
     require_binary,
+    run_tool,
 )
 
 RULES = load_yaml(RULES_FILE)
@@ -65,13 +65,7 @@ def _check_names(expr: str, allowed_metrics: dict[str, frozenset[str]]) -> None:
         assert labels <= allowed, (expr, metric, labels - allowed)
 
 
-# A deadline for a hang, not a wait: `promtool test rules` evaluates a day of samples per group and takes 5-7 s
-# alone on two cores, several times that on a loaded machine.
-PROMTOOL_TIMEOUT_S = 300
-
-
-def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=PROMTOOL_TIMEOUT_S, cwd=cwd, check=False)
+_run = run_tool
 
 
 # --- rules ----------------------------------------------------------------------------------------------------

@@ -13,7 +13,12 @@ UNITS = {
     "loopguard.trace.steps": "{step}",
     "loopguard.detection.delay": "{step}",
     "gen_ai.invoke_agent.tool_calls": "{tool_call}",
+    "loopguard.task.outcomes": "{task}",
+    "loopguard.task.turns": "{turn}",
+    "loopguard.task.tool_calls": "{tool_call}",
+    "loopguard.task.duration": "s",
 }
+_TASK_KEYS = {"loopguard.outcome", "gen_ai.agent.name"}
 KEYS = {
     "loopguard.verdicts": {"loopguard.verdict", "loopguard.verdict.previous", "loopguard.rule", "gen_ai.agent.name"},
     "loopguard.interventions": {"loopguard.intervention", "loopguard.rule"},
@@ -22,6 +27,10 @@ KEYS = {
     "loopguard.trace.steps": set(),
     "loopguard.detection.delay": set(),
     "gen_ai.invoke_agent.tool_calls": {"gen_ai.agent.name"},
+    "loopguard.task.outcomes": _TASK_KEYS,
+    "loopguard.task.turns": _TASK_KEYS,
+    "loopguard.task.tool_calls": _TASK_KEYS,
+    "loopguard.task.duration": _TASK_KEYS,
 }
 
 
