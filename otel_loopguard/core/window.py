@@ -164,133 +164,125 @@ class Signatures:
         is_permanent: whether an error class is one that retrying cannot fix.
     """
 
+    __slots__ = ("_cached", "_canonicalize", "_is_permanent", "_max_parse", "_normalizer", "_result_evidence")
+
     def __init__(self, normalizer: Normalizer, max_parse: int, is_permanent: Callable[[str], bool]) -> None:
         self._normalizer = normalizer
-        self._canonicalize = canonicalize = normalizer.arguments("")[0]
-        cached = normalizer.cached_arguments()
-        self._result_evidence = result_evidence = normalizer.result_evidence
+        self._canonicalize = normalizer.arguments("")[0]
+        self._cached = normalizer.cached_arguments()
+        self._result_evidence = normalizer.result_evidence
         self._is_permanent = is_permanent
+        self._max_parse = max_parse
 
-        def canonical(call: Call) -> str:
-            canon = call.canon
-            if canon is None:
-                canon = call.canon = canonicalize(call.raw, call.rules.ignore)
-                call.raw = None
-            return canon
+    def canonical(self, call: Call) -> str:
+        """The canonical arguments of a call (computed once, then kept instead of the raw text)."""
+        canon = call.canon
+        if canon is None:
+            canon = call.canon = self._canonicalize(call.raw, call.rules.ignore)
+            call.raw = None
+        return canon
 
-        def shape_of(call: Call) -> int | bool:
-            # The fingerprint of the raw text while the call holds it, else of its canonical text; False when there
-            # is none (not an object, or too long to parse here). Either is the fingerprint of the canonical text
-            # when that is an object (a text too deeply nested for the canonicaliser has a digest instead), so
-            # calls compare whichever form they hold.
-            shape = call.shape
-            if shape is None:
-                raw = call.raw
-                if raw is not None:
-                    text, parse = raw, True
-                else:
-                    text = call.canon or ""
-                    # A canonical text holds an object only when it starts with "{" (not a digest, a scalar, an
-                    # array or the unknown marker): the rest are not parsed at all.
-                    parse = text[:1] == "{"
-                # Text over the configured limit is never parsed; its canonical form is a digest of the text.
-                rules = call.rules
-                shape = (argument_fingerprint(text, rules.kept, rules.dropped) if parse and len(text) <= max_parse
-                         else None)
-                shape = call.shape = False if shape is None else shape
-            return shape
+    def shape_of(self, call: Call) -> int | bool:
+        """The fingerprint of a call's arguments (:func:`~.signature.argument_fingerprint`), taken once and kept on
+        the call; False when there is none (not an object, or too long to parse here).
 
-        def differ(a: Call, b: Call) -> bool:
-            # Surely different signatures, told without canonical texts: two calls of one tool usually differ in a
-            # plain top-level argument (a query, an id, a page number), which their fingerprints see.
-            sa = a.shape
-            if sa is None:
-                sa = shape_of(a)
-            if sa is False:
+        Taken from the raw text while the call holds it, else from its canonical text: either is the fingerprint
+        of the canonical text when that is an object, so calls compare whichever form they hold.
+        """
+        shape = call.shape
+        if shape is None:
+            raw = call.raw
+            if raw is not None:
+                text, parse = raw, True
+            else:
+                text = call.canon or ""
+                # Only a canonical text starting with "{" holds an object (not a digest, scalar, array or marker).
+                parse = text[:1] == "{"
+            rules = call.rules
+            shape = (argument_fingerprint(text, rules.kept, rules.dropped) if parse and len(text) <= self._max_parse
+                     else None)
+            shape = call.shape = False if shape is None else shape
+        return shape
+
+    def differ(self, a: Call, b: Call) -> bool:
+        """Whether two calls of one tool surely have different signatures, told by their fingerprints (two calls
+        of one tool usually differ in a plain top-level argument, which the fingerprints see)."""
+        sa = a.shape
+        if sa is None:
+            sa = self.shape_of(a)
+        if sa is False:
+            return False
+        sb = b.shape
+        if sb is None:
+            sb = self.shape_of(b)
+        return sb is not False and sa != sb
+
+    def same_signature(self, a: Call, b: Call) -> bool:
+        """Whether two calls of one tool have equal canonical arguments (canonicalising only when it must)."""
+        ca, cb = a.canon, b.canon
+        if ca is not None and cb is not None:
+            return ca == cb
+        raw = a.raw
+        # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
+        if raw is not None and raw == b.raw:
+            return True
+        if ca is None and cb is None:
+            if self.differ(a, b):
                 return False
-            sb = b.shape
-            if sb is None:
-                sb = shape_of(b)
-            return sb is not False and sa != sb
+            return self.canonical(a) == self.canonical(b)
+        # One canonical, one raw: a loop's raw text is usually in the canonicaliser's cache (taken at no cost);
+        # otherwise fingerprints tell most calls apart without the raw one's canonical text (a canonical call
+        # would else make every later call of its tool canonical too).
+        known, other = (a, b) if ca is not None else (b, a)
+        text: str = other.raw  # type: ignore[assignment]
+        hit = self._cached(text, other.rules.ignore)
+        if hit is not None:
+            other.canon, other.raw = hit, None
+            return hit == known.canon
+        if self.differ(known, other):
+            return False
+        return known.canon == self.canonical(other)
 
-        def same_signature(a: Call, b: Call) -> bool:
-            ca, cb = a.canon, b.canon
-            if ca is not None and cb is not None:
-                return ca == cb
-            raw = a.raw
-            # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
-            if raw is not None and raw == b.raw:
-                return True
-            if ca is None and cb is None:
-                if differ(a, b):
-                    return False
-                return canonical(a) == canonical(b)
-            # One canonical, one raw: a loop's raw text is usually in the canonicaliser's cache (taken at no cost);
-            # otherwise fingerprints, taken from either form, tell most calls apart without the raw one's canonical
-            # text (a canonical call would else make every later call of its tool canonical too).
-            known, other = (a, b) if ca is not None else (b, a)
-            text: str = other.raw  # type: ignore[assignment]
-            hit = cached(text, other.rules.ignore)
-            if hit is not None:
-                other.canon, other.raw = hit, None
-                return hit == known.canon
-            if differ(known, other):
-                return False
-            return known.canon == canonical(other)
+    def evidence(self, call: Call) -> str | None:
+        """The evidence of a call (a pending result digested once)."""
+        value = call.evidence
+        if value is PENDING:
+            value = call.evidence = self._result_evidence(call.res)
+            call.res = None
+        return value
 
-        def evidence(call: Call) -> str | None:
-            value = call.evidence
-            if value is PENDING:
-                value = call.evidence = result_evidence(call.res)
-                call.res = None
-            return value
+    def same_evidence(self, a: Call, b: Call) -> bool:
+        """Whether two calls' evidence is equal (equal raw results without digesting them)."""
+        if a.evidence is PENDING and b.evidence is PENDING and a.res == b.res:
+            return True
+        return self.evidence(a) == self.evidence(b)
 
-        def same_evidence(a: Call, b: Call) -> bool:
-            if a.evidence is PENDING and b.evidence is PENDING and a.res == b.res:
-                return True
-            return evidence(a) == evidence(b)
+    def bucket(self, call: Call) -> int | str:
+        """A value that equal signatures of one tool share (unequal ones mostly not): the frequency rule's first
+        sort, the fingerprint of the canonical arguments when they are a JSON object, else the canonical text.
 
-        def bucket(call: Call) -> int | str:
-            # The fingerprint of the canonical arguments when they are a JSON object msgspec reads, else the
-            # canonical text itself. The call's shape is that fingerprint (no text is built) when it was taken from
-            # a canonical object, or from a raw text the canonicaliser reads with msgspec (at most 64 brackets);
-            # else the canonical text is parsed, whatever its length.
-            shape = call.shape
-            if shape is None:
-                shape = shape_of(call)
-            if shape is not False:
-                raw = call.raw
-                if raw is None:
-                    if call.canon[:1] == "{":  # type: ignore[index]
-                        return shape
-                elif len(raw) <= 2 * _MAX_BRACKETS or raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
-                    # (a text msgspec read closes every bracket it opens, so one of at most 128 characters nests at
-                    # most 64 deep: its canonical text is an object, whichever path the canonicaliser takes)
+        The call's shape is that fingerprint (no text is built) when taken from a canonical object, or from a raw
+        text the canonicaliser reads with msgspec (at most 64 brackets); else the canonical text is parsed.
+        """
+        shape = call.shape
+        if shape is None:
+            shape = self.shape_of(call)
+        if shape is not False:
+            raw = call.raw
+            if raw is None:
+                if call.canon[:1] == "{":  # type: ignore[index]
                     return shape
-            canon = canonical(call)
-            if canon[:1] == "{":
-                rules = call.rules
-                fingerprint = argument_fingerprint(canon, rules.kept, rules.dropped)
-                if fingerprint is not None:
-                    return fingerprint
-            return canon
-
-        #: The canonical arguments of a call (computed once, then kept instead of the raw text).
-        self.canonical = canonical
-        #: Whether two calls of one tool surely have different signatures, told by their fingerprints.
-        self.differ = differ
-        #: Whether two calls of one tool have equal canonical arguments.
-        self.same_signature = same_signature
-        #: The evidence of a call (a pending result digested once).
-        self.evidence = evidence
-        #: Whether two calls' evidence is equal.
-        self.same_evidence = same_evidence
-        #: A value that equal signatures of one tool share (unequal ones mostly not): the frequency rule's first
-        #: sort (an int fingerprint, or the canonical text when the arguments are not a JSON object).
-        self.bucket = bucket
-        #: The fingerprint of a call's arguments (:func:`~.signature.argument_fingerprint`), taken once and kept on
-        #: the call; False when there is none.
-        self.shape_of = shape_of
+            elif len(raw) <= 2 * _MAX_BRACKETS or raw.count("{") + raw.count("[") <= _MAX_BRACKETS:
+                # (a text msgspec read closes every bracket it opens, so one of at most 128 characters nests at
+                # most 64 deep: its canonical text is an object, whichever path the canonicaliser takes)
+                return shape
+        canon = self.canonical(call)
+        if canon[:1] == "{":
+            rules = call.rules
+            fingerprint = argument_fingerprint(canon, rules.kept, rules.dropped)
+            if fingerprint is not None:
+                return fingerprint
+        return canon
 
     def call(self, index: int, call: ToolCall, rules: ToolRules) -> Call:
         """The window's record of ``call``: short argument and result strings kept raw, the rest reduced now."""

@@ -9,11 +9,9 @@ import otel_loopguard
 
 PACKAGE = Path(otel_loopguard.__file__).resolve().parent
 MAX_LINES = 60
-#: Functions still longer than :data:`MAX_LINES`, with the length they may not exceed: each is to be split (its
-#: module's owner does it), none may be added.
-ALLOWED: dict[str, int] = {
-    "core/window.py:Signatures.__init__": 127,
-}
+#: Functions allowed to be longer than :data:`MAX_LINES`, with the length they may not exceed: empty, and to stay so
+#: unless a function is truly better long (then it is listed with its length, and leaves once split).
+ALLOWED: dict[str, int] = {}
 
 
 def _functions(node: ast.AST, prefix: str = "") -> list[tuple[str, int]]:
