@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
-import judge as judge_bench  # noqa: E402  (tests/benchmarks/judge.py)
+import judge as judge_bench  # tests/benchmarks/judge.py
 
 
 def variants() -> dict[str, Callable[[list[list[Any]]], int]]:
