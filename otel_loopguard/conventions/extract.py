@@ -327,24 +327,6 @@ def span_role(attrs: Mapping[str, Any], name: str = "") -> str | None:
     return _BUILTIN.classify(attrs, name)[0]
 
 
-def tool_convention(attrs: Mapping[str, Any], name: str = "") -> Convention | None:
-    """The built-in convention a tool span is read in, or None."""
-    row = _BUILTIN.tool_row(attrs, name)
-    return row.convention if row is not None else None
-
-
-def agent_span(attrs: Mapping[str, Any], name: str = "") -> AgentSpans | None:
-    """The agent-span convention of a span, or None."""
-    role, row = _BUILTIN.classify(attrs, name)
-    return row if role == ROLE_AGENT else None  # type: ignore[return-value]
-
-
-def model_span(attrs: Mapping[str, Any], name: str = "") -> ModelSpans | None:
-    """The model-span convention of a span, or None."""
-    role, row = _BUILTIN.classify(attrs, name)
-    return row if role == ROLE_LLM else None  # type: ignore[return-value]
-
-
 def _plain_value(src: Source, attrs: Mapping[str, Any], name: str) -> Any:
     """A source's value without JSON paths or events (agent names)."""
     if src.from_span_name:
@@ -395,11 +377,6 @@ def conversation_id(attrs: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def is_mcp_client(attrs: Mapping[str, Any]) -> bool:
-    """True for an MCP client span (it may repeat the call of its parent ``execute_tool`` span)."""
-    return attrs.get(n.MCP_METHOD_NAME) is not None
-
-
 def _int(value: Any) -> int:
     """A token count, bounded to ``0..MAX_TOKENS`` (unreadable: 0)."""
     # Counts are ints or absent; int(None) would cost a raised and caught TypeError per missing count.
@@ -441,21 +418,6 @@ def llm_usage(attrs: Mapping[str, Any]) -> tuple[str | None, Usage] | None:
         )
         return (str(model) if model else None), usage
     return None
-
-
-def error_class(
-    attrs: Mapping[str, Any],
-    status_error: bool,
-    status_message: str | None,
-    events: Iterable[tuple[str, Mapping[str, Any]]] = (),
-) -> str | None:
-    """The error class of a failed call: ``error.type``, else the exception event's type, else the status text."""
-    value = attrs.get(n.ERROR_TYPE)
-    if value:
-        return str(value)
-    if not status_error:
-        return None
-    return _failed_class(status_message, events)
 
 
 def _failed_class(status_message: str | None, events: Iterable[tuple[str, Mapping[str, Any]]],
@@ -581,22 +543,6 @@ class Extractor:
         span name).
         """
         row = self._table.tool_row(attrs, span_name) or _GENAI_ROW
-        return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
-
-    def read_tool(
-        self,
-        attrs: Mapping[str, Any],
-        span_name: str,
-        start_ns: int | None,
-        end_ns: int | None,
-        status_error: bool = False,
-        status_message: str | None = None,
-        events: Iterable[tuple[str, Mapping[str, Any]]] = (),
-    ) -> ToolCall | None:
-        """Like :meth:`tool_call`, but None for a span that is not a tool call."""
-        row = self._table.tool_row(attrs, span_name)
-        if row is None or row.convention.not_a_call:
-            return None
         return self.call_of(row, attrs, span_name, start_ns, end_ns, status_error, status_message, events)
 
     def call_of(self, row: _Row, attrs: Mapping[str, Any], span_name: str, start_ns: int | None,

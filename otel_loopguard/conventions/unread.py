@@ -259,8 +259,3 @@ class UnreadTrace:
             out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans))
         return out
 
-
-def is_model_or_agent(role: str | None) -> bool:
-    """Whether a span of this role counts as a GenAI span for :data:`NO_TOOL_CALLS`."""
-    return role in ("llm", "agent")
-

@@ -20,10 +20,7 @@ from otel_loopguard.conventions.extract import (
     ROLE_TOOL,
     Extractor,
     agent_name,
-    agent_span,
     may_matter,
-    model_span,
-    tool_convention,
 )
 from otel_loopguard.conventions.table import AGENT_SPANS, MODEL_SPANS, Convention, When
 from otel_loopguard.conventions.user import user_conventions
@@ -40,15 +37,21 @@ def _user(**tables: dict[str, Any]) -> Extractor:
     return Extractor(conventions=user_conventions(tables))
 
 
-# --- read_tool: a tool call, or None ---------------------------------------------------------------------------
+# --- a tool span read through its role: a tool call, or None -----------------------------------------------------
+
+def _read_tool(extractor: Extractor, attrs: dict[str, Any], name: str, *args: Any, **kwargs: Any) -> ToolCall | None:
+    """The processor's and the readers' path: the span's role and row, then the call when the role is tool."""
+    role, row = extractor.read_role(attrs, name)
+    return extractor.call_of(row, attrs, name, *args, **kwargs) if role == ROLE_TOOL else None
+
 
 def test_read_tool_is_none_for_a_span_that_is_no_tool_call() -> None:
     extractor = Extractor()
     # No convention recognises a span without attributes named "lookup" (the bare GenAI tool span needs the
     # "execute_tool " prefix): not a tool call, unlike tool_call, which reads any span as a GenAI one.
-    assert extractor.read_tool({}, "lookup", T0_NS, T0_NS + 1) is None
+    assert _read_tool(extractor, {}, "lookup", T0_NS, T0_NS + 1) is None
     # ADK's "(merged tools)" span is recognised and is not a call of its own (README: conventions table).
-    assert extractor.read_tool({"gen_ai.tool.name": "(merged tools)"}, "execute_tool (merged tools)", T0_NS,
+    assert _read_tool(extractor, {"gen_ai.tool.name": "(merged tools)"}, "execute_tool (merged tools)", T0_NS,
                                T0_NS + 1) is None
 
 
@@ -59,23 +62,23 @@ def test_read_tool_reads_a_tool_span_with_every_argument() -> None:
     attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "quote",
              "gen_ai.tool.call.arguments": '{"s": "ACME"}', "gen_ai.tool.call.result": "n/a"}
     events = [("exception", {"exception.type": "QuotaError"})]
-    call = Extractor().read_tool(attrs, "execute_tool quote", T0_NS + 500_000_000, T0_NS + 2 * 10**9, True, "quota",
+    call = _read_tool(Extractor(), attrs, "execute_tool quote", T0_NS + 500_000_000, T0_NS + 2 * 10**9, True, "quota",
                                  events)
     assert call is not None
     assert call.start == pytest.approx(T0_S + 0.5, abs=1e-6) and call.end == pytest.approx(T0_S + 2.0, abs=1e-6)
     assert call == ToolCall(tool="quote", arguments='{"s": "ACME"}', arguments_captured=True, result="n/a",
                             result_captured=True, error="QuotaError", start=call.start, end=call.end)
     # Without the event: the status message is the class.
-    assert Extractor().read_tool(attrs, "x", 1, 2, True, "quota").error == "quota"  # type: ignore[union-attr]
+    assert _read_tool(Extractor(), attrs, "x", 1, 2, True, "quota").error == "quota"  # type: ignore[union-attr]
     # Without a status: the call did not fail (the default is no error status, no message, no events).
-    assert Extractor().read_tool(attrs, "x", 1, 2).error is None  # type: ignore[union-attr]
+    assert _read_tool(Extractor(), attrs, "x", 1, 2).error is None  # type: ignore[union-attr]
 
 
 def test_read_tool_reads_events_of_the_convention() -> None:
-    # strands (default conventions) writes arguments and result in span events: read_tool passes its events on.
+    # strands (default conventions) writes arguments and result in span events: the call is read from its events.
     attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.system": "strands-agents", "gen_ai.tool.name": "s"}
     events = [("gen_ai.tool.message", {"content": '{"q": 1}'}), ("gen_ai.choice", {"message": "ok"})]
-    call = Extractor().read_tool(attrs, "execute_tool s", 1, 2, events=events)
+    call = _read_tool(Extractor(), attrs, "execute_tool s", 1, 2, events=events)
     assert call is not None and (call.arguments, call.result) == ('{"q": 1}', "ok")
 
 
@@ -109,24 +112,27 @@ def test_call_id_from_an_event_or_the_span_name() -> None:
 # --- the module's helpers for the built-in conventions ------------------------------------------------------------
 
 def test_tool_agent_and_model_conventions_of_a_span() -> None:
+    """The extractor's convention and role rows of GenAI tool, agent and model spans, ADK's and OpenInference's."""
     # The README's table: gen_ai.operation.name execute_tool is the GenAI tool row, invoke_agent the GenAI agent
     # spans, chat the GenAI model spans; a span of one kind is none of the others.
+    extractor = Extractor()
     tool = {"gen_ai.operation.name": "execute_tool"}
     agent = {"gen_ai.operation.name": "invoke_agent"}
     chat = {"gen_ai.operation.name": "chat"}
-    convention = tool_convention(tool)
+    convention = extractor.convention(tool)
     assert convention is not None and convention.name == "genai"
-    assert tool_convention(agent) is None and tool_convention({}, "lookup") is None
+    assert extractor.convention(agent) is None and extractor.convention({}, "lookup") is None
     # A bare "execute_tool <tool>" span is read by name: the name is passed on.
-    named = tool_convention({}, "execute_tool lookup")
+    named = extractor.convention({}, "execute_tool lookup")
     assert named is not None and named.name == "genai_span_name"
-    assert agent_span(agent) is AGENT_SPANS[0] and agent_span(tool) is None and agent_span(chat) is None
-    assert model_span(chat) is MODEL_SPANS[0] and model_span(agent) is None and model_span(tool) is None
+    assert extractor.read_role(agent, "") == (ROLE_AGENT, AGENT_SPANS[0])
+    assert extractor.read_role(chat, "") == (ROLE_LLM, MODEL_SPANS[0])
+    assert extractor.read_role(tool, "")[0] == ROLE_TOOL
     # ADK's call_llm span is a model span by its exact name (and gen_ai.system).
-    adk = model_span({"gen_ai.system": "gcp.vertex.agent"}, "call_llm")
-    assert adk is not None and adk.name == "adk"
-    openinference = agent_span({"openinference.span.kind": "AGENT"}, "x")
-    assert openinference is not None and openinference.name == "openinference"
+    role, adk = extractor.read_role({"gen_ai.system": "gcp.vertex.agent"}, "call_llm")
+    assert role == ROLE_LLM and adk.name == "adk"
+    role, openinference = extractor.read_role({"openinference.span.kind": "AGENT"}, "x")
+    assert role == ROLE_AGENT and openinference.name == "openinference"
 
 
 def test_may_matter_by_marker_key_or_tool_span_name() -> None:
@@ -622,8 +628,8 @@ def test_every_part_can_come_from_the_span_name() -> None:
                       error={"span_name": True, "strip_prefix": "call "})
     call = extractor.tool_call(ACME, "call GET /users/1", 1, 2)
     assert (call.arguments, call.result, call.error) == ("GET /users/1", "call GET /users/1", "GET /users/1")
-    # read_tool passes the span name on too: a bare GenAI tool span is named by it.
-    read = Extractor().read_tool({}, "execute_tool lookup", 1, 2)
+    # The span name is passed on too: a bare GenAI tool span is named by it.
+    read = _read_tool(Extractor(), {}, "execute_tool lookup", 1, 2)
     assert read is not None and read.tool == "lookup"
 
 

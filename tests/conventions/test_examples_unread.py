@@ -16,7 +16,6 @@ from otel_loopguard.conventions.unread import (
     UNKNOWN_ATTRIBUTES,
     Unread,
     UnreadTrace,
-    is_model_or_agent,
     message,
     unknown_content_keys,
 )
@@ -253,8 +252,3 @@ def test_merging_keeps_to_four_notes_worth_of_keys() -> None:
     h.model({f"gen_ai.aaa.r{pid}": 1})
     g.merge(h)
     assert g.causes()[0].keys[0] == f"gen_ai.aaa.r{pid}"
-
-
-def test_model_and_agent_roles_count_as_genai_spans() -> None:
-    assert is_model_or_agent("llm") and is_model_or_agent("agent")
-    assert not is_model_or_agent("tool") and not is_model_or_agent(None)

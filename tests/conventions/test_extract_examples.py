@@ -19,8 +19,6 @@ from otel_loopguard.conventions.extract import (
     Extractor,
     agent_name,
     conversation_id,
-    error_class,
-    is_mcp_client,
     llm_usage,
     span_role,
 )
@@ -290,20 +288,19 @@ def test_progress_and_lease_hints() -> None:
 
 
 def test_error_class_sources_in_order() -> None:
+    """A tool call's error class: error.type, else (status ERROR) the exception event's type or the status text."""
     # error.type wins; else, for a span with status ERROR, the exception event's type; else the status message;
     # else "error". A span without error status and without error.type did not fail.
-    assert error_class({"error.type": "Timeout"}, False, None) == "Timeout"
+    tool = {"gen_ai.tool.name": "t"}
+    assert _tool({**tool, "error.type": "Timeout"}).error == "Timeout"
+    assert _tool({**tool, "error.type": 503}).error == "503"
     events = [("log", {"exception.type": "Ignored"}), ("exception", {"exception.type": "ValueError"})]
-    assert error_class({}, True, "bad value", events) == "ValueError"
-    assert error_class({}, True, "bad value") == "bad value"
-    assert error_class({}, True, None) == "error"
-    assert error_class({}, False, "bad value", events) is None
+    assert _tool(tool, status_error=True, status_message="bad value", events=events).error == "ValueError"
+    assert _tool(tool, status_error=True, status_message="bad value").error == "bad value"
+    assert _tool(tool, status_error=True).error == "error"
+    assert _tool(tool, status_message="bad value", events=events).error is None
     # A status message is cut at 200 characters.
-    assert error_class({}, True, "m" * 300) == "m" * 200
-    # Through tool_call: the same sources.
-    assert _tool({"gen_ai.tool.name": "t", "error.type": 503}).error == "503"
-    assert _tool({"gen_ai.tool.name": "t"}, status_error=True, events=events).error == "ValueError"
-    assert _tool({"gen_ai.tool.name": "t"}).error is None
+    assert _tool(tool, status_error=True, status_message="m" * 300).error == "m" * 200
 
 
 # --- roles, names, sessions ---------------------------------------------------------------------------------------
@@ -368,11 +365,6 @@ def test_session_id_fallback() -> None:
     assert conversation_id({"session.id": ""}) is None
     assert conversation_id({}) is None
     assert conversation_id({"session.id": 12}) == "12"
-
-
-def test_mcp_client_spans() -> None:
-    assert is_mcp_client({"mcp.method.name": "tools/call"}) is True
-    assert is_mcp_client({"gen_ai.tool.name": "t"}) is False
 
 
 # --- model usage and its cost --------------------------------------------------------------------------------------
