@@ -1,4 +1,4 @@
-"""User-defined conventions, fixed examples of the validation and of the rows it builds (issue 15).
+"""User-defined conventions, fixed examples of the validation and of the rows it builds.
 
 Through :func:`otel_loopguard.conventions.user.user_conventions`. Every expected row and every error message is
 written out by hand from the module's rules (the comment says which), never taken from the code's output; messages

@@ -2,7 +2,7 @@
 
 Each expected value below comes from the conventions (the attribute's documented meaning) or from the README's
 description of what loopguard reads, never from running the code. The behaviours are the ones a mutation of
-``conventions/extract.py`` could change without any recorded fixture noticing (issue 15).
+``conventions/extract.py`` could change without any recorded fixture noticing.
 """
 
 from __future__ import annotations

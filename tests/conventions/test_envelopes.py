@@ -1,11 +1,11 @@
-"""Envelopes peeled off a tool call's arguments or result, one fixed example per behaviour (issue 15).
+"""Envelopes peeled off a tool call's arguments or result, one fixed example per behaviour.
 
 Read through the public :class:`Extractor` on spans of the conventions that name each envelope in the table
 (README, "Conventions read"): OpenInference (arguments: ``langchain_inputs``, ``python_call``, ``kwargs_only``;
 result: ``tool_message``, ``json_string``), the Vercel AI SDK (result: ``json_string``), strands with the latest
 GenAI conventions (result: ``content_blocks``). Each expected value is worked out by hand from what the envelope is
 (the comment says why), never taken from the code's output. The LangChain envelopes on OpenLLMetry spans are in
-``test_extract_examples.py``.
+``test_extract_values.py``.
 """
 
 from __future__ import annotations

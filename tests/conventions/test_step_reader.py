@@ -1,4 +1,4 @@
-"""Decoded spans to judge steps and whole traces, fixed examples of StepReader and TraceCollector (issue 15).
+"""Decoded spans to judge steps and whole traces, fixed examples of StepReader and TraceCollector.
 
 Through the public names of :mod:`otel_loopguard.conventions.traces`. Every expected value is worked out by hand from
 the module's rules (the comment says which), never taken from the code's output. Times are whole seconds, so the

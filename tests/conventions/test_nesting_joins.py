@@ -1,4 +1,4 @@
-"""Nested tool spans of one call, fixed examples of how they combine (issue 15).
+"""Nested tool spans of one call, fixed examples of how they combine.
 
 Through the public :func:`join_same_call`, :data:`CONVENTION_NESTING` and :func:`tool_origin`. Each expected value is
 worked out by hand from the module's rules (the comment says which), never taken from the code's output.

@@ -1,5 +1,5 @@
 """Span attributes -> engine values: fixed examples for what ``conventions/extract.py`` decides that the recorded
-fixtures and ``test_extract_examples.py`` leave open (issue 15: each one kills mutants that survived them).
+fixtures and ``test_extract_values.py`` leave open.
 
 Every expected value is worked out by hand from the README (its conventions table, "When content is not recorded,
 or cannot be read", "Your own convention") or from the documented meaning of the function, never from running the

@@ -1,4 +1,4 @@
-"""Tool calls from model spans, fixed examples of the message readers and of TurnJudge (issue 15).
+"""Tool calls from model spans, fixed examples of the message readers and of TurnJudge.
 
 Through the public names of :mod:`otel_loopguard.conventions.model_calls`. Every expected value is worked out by
 hand from the module's rules (the comment says which), never taken from the code's output. Times are whole seconds,

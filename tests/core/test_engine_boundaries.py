@@ -1,8 +1,8 @@
 """The engine's boundaries, one fixed example each, expected values worked out by hand from the README's rules.
 
 Budgets ("more than max_steps", "over max_cost_usd"), the bound on the transition history and the equality of
-non-object arguments are places where an off-by-one or a dropped branch changed nothing any other test saw
-(issue 15). Everything here goes through the public API: ``LoopEngine``, ``ToolCall``, ``LoopGuardConfig``.
+non-object arguments are places where an off-by-one or a dropped branch changed nothing any other test saw.
+Everything here goes through the public API: ``LoopEngine``, ``ToolCall``, ``LoopGuardConfig``.
 """
 
 from __future__ import annotations

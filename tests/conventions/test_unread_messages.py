@@ -1,4 +1,4 @@
-"""Unread input, fixed examples of the classification and of the one-line messages (issue 15).
+"""Unread input, fixed examples of the classification and of the one-line messages.
 
 Through the public names of :mod:`otel_loopguard.conventions.unread`. Each expected value is worked out by hand from
 the module's rules (the comment says which), never taken from the code's output.
