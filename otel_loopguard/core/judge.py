@@ -711,7 +711,7 @@ class TraceJudge:
         """:meth:`judge` of the live processor's usual step: no span ids are kept, nothing waits, and no nesting rule
         can apply to it, so it is judged without the general machinery, with the same outcome.
 
-        The package's one speed trick of this kind: it saves about 5 % of the live path's CPU per tool call
+        The package's one speed trick of this kind: it saves 5-6 % of the live path's CPU per tool call
         against :meth:`add` and :meth:`advance` (tests/benchmarks/fastpath.py), nearly all of it by doing
         :meth:`_feed_all`'s work for one step inline.
         """

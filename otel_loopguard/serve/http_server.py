@@ -1,16 +1,8 @@
 """OTLP/HTTP trace receiver for ``serve``: ``POST /v1/traces``, protobuf or JSON, identity or gzip, on aiohttp.
 
-Why aiohttp. The receiver needs, from a server library that is maintained and widely deployed: HTTP/1.1
-keep-alive; chunked request bodies (every Node.js OTLP/HTTP exporter streams its body); a request parser that
-refuses ``Transfer-Encoding`` together with ``Content-Length`` (request smuggling) and bounds the request line and
-headers; TLS; a listen backlog; and a way to time out clients that send their headers slowly. aiohttp's server
-(aio-libs, with a C HTTP parser from llhttp, the parser of Node.js) does all of these: its keep-alive timer runs
-from the moment a connection opens and closes a connection still waiting for request headers, its parser rejects
-``Transfer-Encoding`` + ``Content-Length`` with 400, and it takes any accepted socket with
-``loop.connect_accepted_socket``. The alternatives checked in their sources: uvicorn arms its keep-alive timer
-only after a first response, so a client that never finishes its headers holds the connection forever; hypercorn
-has no connection cap and parses with pure-Python h11. What aiohttp lacks is done here, in about a page: a
-connection cap, a separate header-read timeout and a body-read timeout.
+It runs on aiohttp's server (keep-alive, chunked bodies, a C parser that refuses request smuggling, TLS; the
+choice is explained in the documentation's architecture page) and adds what aiohttp lacks: a connection cap, a
+header-read timeout and a body-read timeout.
 
 Connections. This module accepts connections itself (``loop.sock_accept``) and hands each to aiohttp:
 

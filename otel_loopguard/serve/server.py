@@ -4,7 +4,7 @@ An agent (any language, any framework) exports its GenAI spans with its own OTLP
 Collector, to ``serve``. ``serve`` decodes each request with the same decoders as ``audit``
 (:func:`decode_proto_request`, :func:`decode_json_request`), extracts tool calls and model usage with the
 processor's extractor, and judges each trace with the processor's engine, incrementally, as spans arrive (see
-:mod:`otel_loopguard._serve_eval` for how out-of-order and late spans keep the verdicts equal to ``audit``'s).
+:mod:`otel_loopguard.core.judge` for how out-of-order and late spans keep the verdicts equal to ``audit``'s).
 
 What it sends: on every transition and intervention, the ``loopguard.verdict`` log-record event, carrying the
 trace and span context of the tool span that caused it (so a log backend links to the trace), and the same
