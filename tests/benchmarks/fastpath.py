@@ -40,26 +40,20 @@ def variants() -> dict[str, Callable[[list[list[Any]]], int]]:
     from otel_loopguard.core.engine import LoopEngine
     from otel_loopguard.core.judge import TraceJudge
 
-    def fast(traces: list[list[Any]]) -> int:
+    def replay(traces: list[list[Any]], general: bool) -> int:
         engine, stuck = LoopEngine(), 0
         for steps in traces:
             judge = TraceJudge(engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
             for step in steps:
-                judge.judge(step)
+                if general:
+                    judge.add(step)
+                    judge.advance()
+                else:
+                    judge.judge(step)
             stuck += judge.verdict.kind == "stuck"
         return stuck
 
-    def plain(traces: list[list[Any]]) -> int:
-        engine, stuck = LoopEngine(), 0
-        for steps in traces:
-            judge = TraceJudge(engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
-            for step in steps:
-                judge.add(step)
-                judge.advance()
-            stuck += judge.verdict.kind == "stuck"
-        return stuck
-
-    return {"judge": fast, "add+advance": plain}
+    return {"judge": lambda traces: replay(traces, False), "add+advance": lambda traces: replay(traces, True)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,17 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{name}: the variants disagree: {outcomes}")
     gc.collect()
     gc.freeze()
-    times: dict[tuple[str, str], list[float]] = {}
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for file, traces in live.items():
-            for variant in order:
-                gc.disable()
-                t0 = time.process_time_ns()
-                runs[variant](traces)
-                elapsed = time.process_time_ns() - t0
-                gc.enable()
-                times.setdefault((file, variant), []).append(elapsed / calls[file] / 1000)
+    times = judge_bench.time_rounds(runs, live, calls, args.rounds, time.process_time_ns)
     print(f"python {sys.version.split()[0]}, {args.rounds} rounds; µs per tool call (whole-process CPU), median "
           f"(range); ratio: median of per-round ratios against {names[-1]} [range]")
     for file in live:

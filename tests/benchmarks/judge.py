@@ -144,6 +144,24 @@ def prepare(traces: list[tuple[list[Any], float | None]]) -> None:
     _PREPARED[(id(traces), "engine")] = engine
 
 
+def time_rounds(modes: dict[str, Any], files: dict[str, Any], calls: dict[str, int], rounds: int,
+                clock: Any) -> dict[tuple[str, str], list[float]]:
+    """µs per tool call of every mode on every file, per round; the modes' order rotates every round."""
+    times: dict[tuple[str, str], list[float]] = {}
+    names = list(modes)
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for file, traces in files.items():
+            for mode in order:
+                gc.disable()
+                t0 = clock()
+                modes[mode](traces)
+                elapsed = clock() - t0
+                gc.enable()
+                times.setdefault((file, mode), []).append(elapsed / calls[file] / 1000)
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tool-spans", type=int, default=20_000, help="tool spans per file")
@@ -189,18 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             profiler.runcall(modes[args.profile], traces)
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         return 0
-    times: dict[tuple[str, str], list[float]] = {}
     names = list(modes)
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for file, traces in files.items():
-            for mode in order:
-                gc.disable()
-                t0 = time.thread_time_ns()
-                modes[mode](traces)
-                elapsed = time.thread_time_ns() - t0
-                gc.enable()
-                times.setdefault((file, mode), []).append(elapsed / calls[file] / 1000)
+    times = time_rounds(modes, files, calls, args.rounds, time.thread_time_ns)
     print(f"python {sys.version.split()[0]}, code from {args.code or _ROOT}, {args.rounds} rounds; "
           f"µs per tool call (thread CPU), median (range)")
     for file, traces in files.items():
