@@ -14,7 +14,7 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from otel_loopguard.cli import main
 from otel_loopguard.sdk.otlp_write import write_otlp_json
-from tests.cli.test_report import LOOP, NORMAL, S, T0
+from tests.cli.test_report import LOOP, NORMAL, T0, S
 
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot"}
 
