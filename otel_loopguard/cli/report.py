@@ -45,6 +45,7 @@ _EXAMPLES = """examples:
   otel-loopguard report traces.jsonl --by app.prompt.version
   otel-loopguard report baseline.jsonl.gz canary.jsonl.gz --by service.version
   otel-loopguard report exports/ --by gen_ai.request.model --json --config loopguard.toml
+  otel-loopguard report runs/ --by service.version --compare 1.0 1.1 --plot changes.png
 
 The attribute is looked up on the trace's spans first, then on their resource; traces without it
 form the group (none). Cost per trace needs prices in the configuration ([prices."MODEL"]).
@@ -71,6 +72,9 @@ def register(commands: Any) -> None:
     report.add_argument("--compare", nargs=2, metavar=("A", "B"),
                         help="compare two values of the attribute: each figure's change from A to B with a 95%% "
                              "interval, clear changes marked")
+    report.add_argument("--plot", metavar="FILE.png|svg",
+                        help="also draw the groups' outcome shares and figures per task, or with --compare each "
+                             "change with its interval (needs the plot extra: pip install 'otel-loopguard[plot]')")
     report.add_argument("--at", type=float, metavar="EPOCH_S", help="observation time (default: each trace's last end)")
     detector_options(report)
     input_options(report)
@@ -83,9 +87,13 @@ DEFAULT_GROUPING = "service.name"
 
 def run(args: argparse.Namespace) -> int:
     """Run ``otel-loopguard report``; returns the exit status."""
+    if args.plot is not None:
+        from .calibrate_plot import check_plot  # noqa: PLC0415 - matplotlib only when a picture is asked for
+
+        check_plot(args.plot)
     return run_report(args.paths, args.by, load_config(args), as_json=args.json, at=args.at,
                       max_input_bytes=args.max_input_bytes or None, max_buffer_bytes=args.max_buffer_mb << 20,
-                      compare=args.compare)
+                      compare=args.compare, plot_to=args.plot)
 
 #: The group of traces that lack the attribute.
 NO_GROUP = "(none)"
@@ -317,7 +325,8 @@ def format_table(groups: list[GroupStats], attribute: str, out: IO[str]) -> None
 def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_json: bool = False,
                at: float | None = None, out: IO[str] | None = None,
                max_input_bytes: int | None = DEFAULT_MAX_INPUT_BYTES,
-               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, compare: list[str] | None = None) -> int:
+               max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, compare: list[str] | None = None,
+               plot_to: str | None = None) -> int:
     """Run ``otel-loopguard report``; returns the exit status (2 when an input could not be read, 130 when
     interrupted)."""
     out = out if out is not None else sys.stdout
@@ -348,7 +357,11 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
         return EXIT_INTERRUPTED
     groups = builder.groups()
     if compare is not None:
-        return _print_comparison(groups, compare, attribute, as_json, out, on_error.failed)
+        return _print_comparison(groups, compare, attribute, as_json, out, on_error.failed, plot_to)
+    if plot_to is not None:
+        from .report_plot import plot_groups  # noqa: PLC0415 - the optional plot extra
+
+        plot_groups(groups, attribute, plot_to)
     if as_json:
         for g in groups:
             out.write(json_line(g.as_dict(attribute)) + "\n")
@@ -361,7 +374,7 @@ def run_report(paths: list[str], attribute: str, config: LoopGuardConfig, *, as_
 
 
 def _print_comparison(groups: list[GroupStats], compare: list[str], attribute: str, as_json: bool, out: IO[str],
-                      failed: bool) -> int:
+                      failed: bool, plot_to: str | None = None) -> int:
     """Print ``--compare A B`` (a table, or one JSON object per figure); 2 when a group has no trace."""
     by_name = {g.group: g for g in groups}
     missing = [name for name in compare if name not in by_name]
@@ -371,6 +384,10 @@ def _print_comparison(groups: list[GroupStats], compare: list[str], attribute: s
         return EXIT_ERROR
     a, b = compare
     changes = compare_groups(by_name[a], by_name[b])
+    if plot_to is not None:
+        from .report_plot import plot_changes  # noqa: PLC0415 - the optional plot extra
+
+        plot_changes(changes, a, b, plot_to)
     if as_json:
         for change in changes:
             out.write(json.dumps({"attribute": attribute, "a": a, "b": b, **change.as_dict()}) + "\n")

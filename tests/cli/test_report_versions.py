@@ -7,11 +7,13 @@ each version); the expected figures below are worked out from that task list, no
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from otel_loopguard.cli import main
+from tests.support.external import require_module
 
 VERSIONS = Path(__file__).resolve().parent.parent / "fixtures" / "otlp" / "versions"
 #: $1 per million input tokens, $2 per million output tokens: 1000 in + 100 out = $0.0012 per model call.
@@ -71,3 +73,30 @@ def test_compare_without_prices_has_no_cost_rows(capsys: pytest.CaptureFixture[s
     median and p90, loop verdicts)."""
     rows = _run(capsys, "--compare", "1.0", "1.1")
     assert len(rows) == 12 and not any(r["metric"].startswith("cost") for r in rows)
+
+
+def test_compare_plot_draws_every_figure(prices: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--compare --plot writes an SVG naming both versions and every figure of the comparison (text stays text)."""
+    require_module("matplotlib", "'otel-loopguard[plot]'")  # in the test extra: CI must not skip this
+    picture = tmp_path / "changes.svg"
+    rows = _run(capsys, "--config", prices, "--compare", "1.0", "1.1", "--plot", str(picture))
+    text = picture.read_text()
+    assert "1.0 -&gt; 1.1" in text
+    assert all(r["metric"] in text for r in rows)
+
+
+def test_group_plot_is_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --compare, --plot draws the groups' outcome shares and figures per task as a PNG."""
+    require_module("matplotlib", "'otel-loopguard[plot]'")
+    picture = tmp_path / "groups.png"
+    assert len(_run(capsys, "--plot", str(picture))) == 2
+    assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the plot extra, report --plot fails before reading with one line naming the extra."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an absent package looks like to import
+    assert main(["report", str(VERSIONS), "--plot", str(tmp_path / "r.png")]) == 2
+    assert capsys.readouterr().err == ("otel-loopguard: error: --plot needs matplotlib, which is not installed: "
+                                       "pip install 'otel-loopguard[plot]'\n")
