@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from otel_loopguard.cli import main
-from otel_loopguard.cli.compare import newcombe, wilson
+from otel_loopguard.cli.compare import bootstrap_difference, newcombe, quantile, wilson
 from tests.cli.test_report import CONFIG, LOOP, NORMAL, _Writer
 
 
@@ -22,6 +22,18 @@ def test_newcombe_interval_matches_the_published_example() -> None:
     """Newcombe (1998), 56/70 against 48/80, method 10: difference 0.2, interval 0.0524 to 0.3339."""
     d, low, high = newcombe(48, 80, 56, 70)
     assert (round(d, 4), round(low, 4), round(high, 4)) == (0.2, 0.0524, 0.3339)
+
+
+def test_quantiles_interpolate_between_order_statistics() -> None:
+    """1, 2, 3, 4: median at position 1.5 = 2.5, p90 at position 2.7 = 3.7; one value is every quantile; none is NaN."""
+    assert (quantile([4, 1, 3, 2], 0.5), round(quantile([4, 1, 3, 2], 0.9), 9)) == (2.5, 3.7)
+    assert quantile([7], 0.9) == 7
+    assert quantile([], 0.5) != quantile([], 0.5)
+
+
+def test_bootstrap_of_a_median_without_spread_is_exact() -> None:
+    """Constant groups (3s against 5s): every resample's median differs by 2, so the interval is [2, 2]."""
+    assert bootstrap_difference([3] * 9, [5] * 7, statistic=lambda xs: quantile(xs, 0.5)) == (2, 2, 2)
 
 
 @pytest.fixture()
