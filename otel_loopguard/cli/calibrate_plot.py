@@ -13,7 +13,7 @@ from typing import Any
 from ..core.calibrate import Calibration, SettingResult
 from ..errors import ConfigError
 
-__all__ = ["FORMATS", "check_plot", "plot"]
+__all__ = ["FORMATS", "check_plot", "plot", "save_figure"]
 
 #: Picture formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -128,8 +128,7 @@ def plot(result: Calibration, path: str) -> None:
     Raises:
         ConfigError: the file cannot be written.
     """
-    from matplotlib import rc_context  # noqa: PLC0415 - the optional plot extra
-    from matplotlib.colors import Normalize  # noqa: PLC0415
+    from matplotlib.colors import Normalize  # noqa: PLC0415 - the optional plot extra
     from matplotlib.figure import Figure  # noqa: PLC0415
 
     if not result.results:
@@ -149,6 +148,17 @@ def plot(result: Calibration, path: str) -> None:
     rec = result.results[0]
     fig.suptitle(f"otel-loopguard calibrate: {rec.incidents} incidents, {rec.healthy} healthy traces, "
                  f"{len(result.results)} settings", fontsize=12)
+    save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: str) -> None:
+    """Write a matplotlib figure as PNG or SVG, by the file's extension (checked by :func:`check_plot`).
+
+    Raises:
+        ConfigError: the file cannot be written.
+    """
+    from matplotlib import rc_context  # noqa: PLC0415 - the optional plot extra
+
     ext = os.path.splitext(path)[1].lower()
     try:
         # SVG text stays text (selectable, searchable, small) instead of glyph outlines.

@@ -31,11 +31,12 @@ from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, ToolCall
+from ..core.outcome import TaskOutcome, outcome_of
 from .agent_steps import handoff_of_tool, lane_step_of_span, model_step
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
-from .model_calls import Turn, TurnJudge
+from .model_calls import Turn, TurnJudge, refused
 from .nesting import CONVENTION_NESTING, tool_origin
-from .span import SpanRecord
+from .span import SpanRecord, ended_in_error
 from .unread import UnreadTrace
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
@@ -161,8 +162,8 @@ def _turn_bytes(turn: Turn) -> int:
 class _Held:
     """One trace held until the input ends."""
 
-    __slots__ = ("best", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "results", "sources", "tools",
-                 "turn_ids", "turns", "unread")
+    __slots__ = ("best", "failed", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "refused", "results",
+                 "root", "sources", "tools", "turn_calls", "turn_ids", "turns", "unread")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -182,6 +183,36 @@ class _Held:
         self.sources: list[str] = []
         # Per grouping attribute: ((start_ns, end_ns, span_id), value) of the earliest span that has it.
         self.best: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        # For the task outcome, as the processor and serve note it: an agent or root span ended in error; a model
+        # call was refused; the root span's (start_ns, end_ns); model calls counted once (set when judged).
+        self.failed = False
+        self.refused = False
+        self.root: tuple[int, int] | None = None
+        self.turn_calls = 0
+
+
+def _note_task(held: _Held, span: SpanRecord, role: str | None) -> None:
+    """What a span tells of the task's outcome, read as the processor and ``serve`` read it: error status or an
+    exception event on an agent or root span, a refused model call, the root span's times."""
+    root = span.parent_span_id is None
+    if root:
+        held.root = (span.start_ns, span.end_ns)
+    if (root or role == ROLE_AGENT) and not held.failed:
+        held.failed = ended_in_error(span.status_error, (e[0] for e in span.events))
+    if role == ROLE_LLM and not held.refused:
+        held.refused = refused(span.attributes)
+
+
+def _task(held: _Held, judge: TraceJudge) -> TaskOutcome:
+    """The judged trace's task outcome and figures (the duration is its root span's, when it was read)."""
+    root = held.root
+    return TaskOutcome(
+        outcome=outcome_of(stopped=judge.stop is not None, error=held.failed, refused=held.refused),
+        turns=held.turn_calls,
+        tool_calls=judge.steps,
+        cost_usd=judge.known_cost,
+        duration_s=(root[1] - root[0]) * 1e-9 if root is not None and root[1] >= root[0] else None,
+    )
 
 
 class TraceCollector:
@@ -251,6 +282,7 @@ class TraceCollector:
             self._note_attributes(held, span)
         attrs = span.attributes
         role, row = self._read_role(attrs, span.name)
+        _note_task(held, span, role)
         if role == ROLE_TOOL:
             self._add_tool(held, span, row)
         elif role == ROLE_LLM:
@@ -419,6 +451,7 @@ class TraceCollector:
             for step in turns.finish():
                 judge.add(step)
             held.unread.derived(turns.derived)
+            held.turn_calls = turns.calls
         return judge
 
     def _source(self, held: _Held) -> str:
@@ -441,9 +474,8 @@ class TraceCollector:
             judge.partial = True
         report = judge.report(self._source(held), f"{trace_id:032x}", attributes=self._attributes(held))
         causes = held.unread.causes()
-        if causes:
-            report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
-        return report
+        return dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes) if causes else report.unread,
+                                   task=_task(held, judge))
 
 
 class AssembledTrace(msgspec.Struct, frozen=True):

@@ -40,6 +40,7 @@ from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
 from .model import STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
+from .outcome import TaskOutcome
 from .signature import NUDGE_MARKER
 from .step_audit import StepAudit
 
@@ -332,6 +333,8 @@ class TraceReport:
         duplicates: spans of the trace delivered more than once (counted once).
         unread: why spans that look like an agent's could not be read as tool calls (JSON objects with
             ``reason``, ``keys``, ``spans``, ``message``; filled in by the conventions layer).
+        task: how the trace ended (outcome, turns, tool calls, cost, duration), decided as the processor and
+            ``serve`` decide it; filled in by the conventions layer for stored traces (``report``).
     """
 
     source: str
@@ -349,6 +352,7 @@ class TraceReport:
     failed_calls: int = 0
     duplicates: int = 0
     unread: tuple[dict[str, Any], ...] = ()
+    task: TaskOutcome | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object ``otel-loopguard audit --json`` prints for this trace."""

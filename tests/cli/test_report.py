@@ -103,7 +103,12 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, dict]:
 
 def test_json_numbers_per_prompt_version_are_exact(files: tuple[str, str, str],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Grouped by a span attribute, every count, share, error rate and cost per trace is exact."""
+    """Grouped by a span attribute, every count, share, error rate and cost per trace is exact.
+
+    v1: 8 runs succeed (3 calls each), 2 loops are stopped (4 calls), 1 model call each ($0.0012): success 0.8,
+    stop 0.2, one loop verdict per looping run (20 per 100), calls median 3 and p90 4 (position 0.9 x 9 = 8.1 of
+    3,3,3,3,3,3,3,3,4,4). v2: 5 succeed, 5 stopped, 2 model calls each ($0.0024): calls median 3.5 (between the
+    5th and 6th of five 3s and five 4s), p90 4."""
     base, canary, config = files
     groups = _json(capsys, base, canary, "--by", "app.prompt.version", "--config", config)
     assert list(groups) == ["v1", "v2", "(none)"]
@@ -112,12 +117,18 @@ def test_json_numbers_per_prompt_version_are_exact(files: tuple[str, str, str],
         "tool_calls_per_trace": 3.2, "stuck": 2, "stuck_share": 0.2, "nudged": 2, "nudged_share": 0.2,
         "stopped": 2, "stopped_share": 0.2, "failed_calls": 2, "error_rate": 0.0625,
         "cost_usd": 0.012, "cost_per_trace_usd": 0.0012, "unpriced_tokens": 0,
+        "success_share": 0.8, "error_share": 0.0, "refused_share": 0.0, "loop_verdicts_per_100": 20.0,
+        "turns_median": 1.0, "turns_p90": 1.0, "tool_calls_median": 3.0, "tool_calls_p90": 4.0,
+        "cost_median_usd": 0.0012, "cost_p90_usd": 0.0012,
     }
     assert groups["v2"] == {
         "attribute": "app.prompt.version", "group": "v2", "traces": 10, "tool_calls": 35,
         "tool_calls_per_trace": 3.5, "stuck": 5, "stuck_share": 0.5, "nudged": 5, "nudged_share": 0.5,
         "stopped": 5, "stopped_share": 0.5, "failed_calls": 1, "error_rate": round(1 / 35, 6),
         "cost_usd": 0.024, "cost_per_trace_usd": 0.0024, "unpriced_tokens": 0,
+        "success_share": 0.5, "error_share": 0.0, "refused_share": 0.0, "loop_verdicts_per_100": 50.0,
+        "turns_median": 2.0, "turns_p90": 2.0, "tool_calls_median": 3.5, "tool_calls_p90": 4.0,
+        "cost_median_usd": 0.0024, "cost_p90_usd": 0.0024,
     }
     assert (groups["(none)"]["traces"], groups["(none)"]["tool_calls"], groups["(none)"]["stuck"]) == (2, 6, 0)
 
@@ -139,10 +150,13 @@ def test_readable_table_is_aligned(files: tuple[str, str, str], capsys: pytest.C
     capsys.readouterr()
     assert main(["report", base, canary, "--by", "app.prompt.version", "--config", config]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["app.prompt.version", "traces", "calls/trace", "stuck", "nudged", "stopped",
-                                "tool", "errors", "cost/trace"]
-    assert lines[1].split() == ["v1", "10", "3.20", "20.0%", "20.0%", "20.0%", "6.2%", "$0.0012"]
-    assert lines[2].split() == ["v2", "10", "3.50", "50.0%", "50.0%", "50.0%", "2.9%", "$0.0024"]
+    assert lines[0].split() == ["app.prompt.version", "tasks", "success", "error", "refused", "stopped", "stuck",
+                                "nudged", "tool", "errors", "turns", "p50", "turns", "p90", "calls", "p50", "calls",
+                                "p90", "loops/100", "cost", "p50", "cost", "p90"]
+    assert lines[1].split() == ["v1", "10", "80.0%", "0.0%", "0.0%", "20.0%", "20.0%", "20.0%", "6.2%", "1.0", "1.0",
+                                "3.0", "4.0", "20.0", "$0.0012", "$0.0012"]
+    assert lines[2].split() == ["v2", "10", "50.0%", "0.0%", "0.0%", "50.0%", "50.0%", "50.0%", "2.9%", "2.0", "2.0",
+                                "3.5", "4.0", "50.0", "$0.0024", "$0.0024"]
     assert lines[3].split()[:2] == ["(none)", "2"]
     assert len({len(line) for line in lines[:4]}) == 1
 

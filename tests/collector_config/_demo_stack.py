@@ -24,7 +24,7 @@ from typing import Any
 from tests.support.jaeger import JaegerPorts, jaeger_binary, jaeger_config, jaeger_get, jaeger_unavailable_reason
 from tests.support.otelcol import Otelcol, RecordingOTLPHTTPReceiver, write_overlay
 
-from ._collector import CONFIG_DIR, RULES_FILE, load_yaml, run_shipped
+from ._collector import CONFIG_DIR, load_yaml, run_shipped
 from ._prometheus import DEADLINE_S, instant, poll, running_prometheus
 
 PROMETHEUS_YML = CONFIG_DIR / "prometheus" / "prometheus.yml"
@@ -47,10 +47,11 @@ class DemoStack:
 
 
 def prometheus_config(target: str) -> dict[str, Any]:
-    """The documented prometheus.yml, scraping ``target`` each second with the shipped rules file's real path."""
+    """The documented prometheus.yml, scraping ``target`` each second, with the real paths of the shipped rules
+    files it names (every one of them: verdict rules and operations rules)."""
     config = load_yaml(PROMETHEUS_YML)
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config["rule_files"] = [str(RULES_FILE)]
+    config["rule_files"] = [str(PROMETHEUS_YML.parent / name) for name in config["rule_files"]]
     [job] = config["scrape_configs"]
     job["static_configs"] = [{"targets": [target]}]
     return config
@@ -111,6 +112,9 @@ def demo_stack(otelcol: Path, workdir: Path, prometheus_bin: str | None, prometh
             # One OTLP request carries every metric of the demo's one export, so all series arrive in one scrape.
             poll("the demo's metrics in Prometheus", lambda: instant(prometheus, "loopguard_trace_steps_count"),
                  deadline)
+            # The operations panels read recorded series: wait for an evaluation after that scrape.
+            poll("the recorded task figures in Prometheus",
+                 lambda: instant(prometheus, "loopguard:task_cost_usd:mean1h"), deadline)
         if jaeger_api is not None:
             poll("the demo's 7 traces in Jaeger", lambda: len(search(jaeger_api, {})) == 7, deadline)
         poll("the demo's verdict events at Loki", lambda: verdict_logs(loki), deadline)

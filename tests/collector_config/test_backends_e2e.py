@@ -60,6 +60,46 @@ def _q(rank: float, lower: float, upper: float, below: float, count: float) -> f
     return lower + (upper - lower) * (rank - below) / count
 
 
+# The task outcome of each demo run: two are stopped (the loop at its 4th search_kb, the cost budget at the third
+# gpt-4.1 call), the others end without error or refusal. Turns are the model calls made before the run ended;
+# costs are the demo's price table applied to them (gpt-4.1-mini $0.4/$1.6, gpt-4.1 $2/$8 per million tokens):
+# support-bot 2400/120 + 4 x 2900/90 = $0.006368; research-bot 3 x 3100/110 + 2 x 3600/90 + the answer 1800/220
+# = $0.008488; triage-bot 2600..3800/80 + the answer = $0.006704; billing-bot 2000/70 = $0.000912; deploy-bot
+# 2600/150 = $0.00128; ops-bot 2100/60 + the answer = $0.002008; analyst-bot 42000, 45000, 48000/900 = $0.2916.
+OUTCOMES = {"support-bot": "stopped", "research-bot": "success", "triage-bot": "success", "billing-bot": "success",
+            "deploy-bot": "success", "ops-bot": "success", "analyst-bot": "stopped"}
+TURNS = {"support-bot": 5, "research-bot": 6, "triage-bot": 5, "billing-bot": 1, "deploy-bot": 1, "ops-bot": 2,
+         "analyst-bot": 3}
+COSTS = {"support-bot": 0.006368, "research-bot": 0.008488, "triage-bot": 0.006704, "billing-bot": 0.000912,
+         "deploy-bot": 0.00128, "ops-bot": 0.002008, "analyst-bot": 0.2916}
+
+
+def _recorded(name: str, values: dict[str, float], outcome: str | None = None) -> dict[Any, float]:
+    """Expected series of a recorded figure: one per agent, labelled as the operations rules keep them."""
+    extra = (("loopguard_outcome", outcome),) if outcome else ()
+    return {(("__name__", name), ("gen_ai_agent_name", agent), ("job", DEMO_SERVICE), *extra): value
+            for agent, value in values.items()}
+
+
+def _operations() -> dict[tuple[str, str], dict[Any, float]]:
+    """The task-outcome row: each agent ran once in the last hour, so each share is 1 for its one outcome (no
+    series for an outcome no run had) and the means are that run's figures; the demo's Prometheus holds nothing
+    of a day earlier, so the two comparison targets are empty."""
+    out: dict[tuple[str, str], dict[Any, float]] = {}
+    for title, outcome in (("Task success share", "success"), ("Task error share", "error"),
+                           ("Task refusal share", "refused"),
+                           ("Task stop share (loop, step and cost stops)", "stopped")):
+        out[(title, "A")] = _recorded("loopguard:task_outcome:ratio1h",
+                                      {a: 1.0 for a, o in OUTCOMES.items() if o == outcome}, outcome)
+    out[("Turns per task (mean)", "A")] = _recorded("loopguard:task_turns:mean1h", TURNS)
+    out[("Cost per task (mean)", "A")] = _recorded("loopguard:task_cost_usd:mean1h", COSTS)
+    for title, _ in list(out):
+        out[(title, "B")] = out[(title, "C")] = {}
+    return out
+
+
+OPERATIONS = _operations()
+
 # Each Prometheus target of the dashboard -> its expected result {series labels: value}, by (panel, refId).
 # Histograms: steps per trace [2, 4, 4, 4, 5, 5, 5] fill buckets le=2: 1 and le=5: 7; costs (summary printed by
 # the demo) 0.0009 | 0.0013 0.0020 0.0064 0.0067 0.0085 | 0.2916 fill le=0.001: 1, le=0.01: 6, le=0.5: 7;
@@ -96,6 +136,7 @@ PANELS: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] = {
     ("Detection delay", "C"): {(): _q(1.98, 4, 6, 1, 1)},  # 5.96
     ("Processor errors and evicted traces", "A"): {},  # no error: no series
     ("Processor errors and evicted traces", "B"): {},  # nothing evicted: sum() of no series is empty
+    **OPERATIONS,
 }  # fmt: skip
 
 

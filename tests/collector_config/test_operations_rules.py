@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import yaml
+
 from otel_loopguard.conventions import names as n
 
 from ._support import (
@@ -76,3 +81,48 @@ def test_rules_use_only_emitted_series_and_labels() -> None:
             assert found.grouping_labels <= labels, (rule["expr"], found.grouping_labels - labels)
             for _, used in found.selector_labels:
                 assert used <= labels, (rule["expr"], used - labels)
+
+
+# --- the dashboard's task-outcome row ----------------------------------------------------------------------------
+
+#: The row's panels and, for agent "planner" of the promtool cases at 196h, each target's value by hand (see the
+#: header of loopguard-operations.test.yaml): the last hour has the changed rate (shares .40/.20/.20/.20, 10 turns,
+#: $0.30 a task), the same hour yesterday and the 7 days before that day the baseline (.88/.04/.04/.04, 5, $0.10).
+ROW_PANELS = {
+    "Task success share": (0.4, 0.88, 0.88),
+    "Task error share": (0.2, 0.04, 0.04),
+    "Task refusal share": (0.2, 0.04, 0.04),
+    "Task stop share (loop, step and cost stops)": (0.2, 0.04, 0.04),
+    "Turns per task (mean)": (10, 5, 5),
+    "Cost per task (mean)": (0.3, 0.1, 0.1),
+}
+
+
+def _row_targets() -> list[tuple[str, str, str]]:
+    dashboard = load_yaml(CONFIG_DIR / "grafana" / "loopguard.json")
+    return [(p["title"], t["refId"], t["expr"]) for p in dashboard["panels"] if p["title"] in ROW_PANELS
+            for t in p["targets"]]
+
+
+def test_task_outcome_panels_show_now_yesterday_and_baseline(tmp_path: Path) -> None:
+    """Each panel of the row, its variables set to job "agents" and agent "planner", evaluated by promtool over the
+    alert cases' series at 196h, gives the hand-derived last hour, same hour yesterday and 7-day baseline."""
+    targets = _row_targets()
+    assert {(title, ref) for title, ref, _ in targets} == {(t, r) for t in ROW_PANELS for r in "ABC"}
+    cases = load_yaml(OPERATIONS_TEST_FILE)
+    checks = []
+    for title, ref, expr in targets:
+        expr = expr.replace("$job", "agents").replace("$agent", "planner")
+        name = expr.split("{")[0]
+        labels = ", ".join(['job="agents"', 'gen_ai_agent_name="planner"',
+                            *re.findall(r'loopguard_outcome="\w+"', expr)])
+        checks.append({"expr": expr, "eval_time": "196h", "exp_samples": [
+            {"labels": f"{name}{{{labels}}}", "value": ROW_PANELS[title]["ABC".index(ref)]}]})
+    suite = {"rule_files": [str(OPERATIONS_FILE)], "evaluation_interval": "1h", "tests": [
+        {"interval": cases["tests"][0]["interval"], "input_series": cases["tests"][0]["input_series"],
+         "promql_expr_test": checks}]}
+    path = tmp_path / "panels.test.yaml"
+    path.write_text(yaml.safe_dump(suite), encoding="utf-8")
+    result = run_tool([require_binary("promtool"), "test", "rules", str(path)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(checks) == 18

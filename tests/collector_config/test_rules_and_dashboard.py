@@ -26,6 +26,7 @@ from ._support import (
 )
 
 RULES = load_yaml(RULES_FILE)
+OPERATIONS_RULES = load_yaml(RULES_FILE.parent / "loopguard-operations.yaml")
 DASHBOARD = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
 RECORDED = {rule["record"] for group in RULES["groups"] for rule in group["rules"] if "record" in rule}
 ALERTS = {rule["alert"]: rule for group in RULES["groups"] for rule in group["rules"] if "alert" in rule}
@@ -158,14 +159,22 @@ def test_dashboard_covers_the_required_views() -> None:
     assert "logs" in {p["type"] for p in _panels(DASHBOARD)}
 
 
+def _recorded_operations_series() -> dict[str, frozenset[str]]:
+    """The operations rules' recorded series, each with the labels its rule groups by (plus ``job``)."""
+    return {rule["record"]: frozenset(promql_names(rule["expr"]).grouping_labels) | {"job"}
+            for group in OPERATIONS_RULES["groups"] for rule in group["rules"] if "record" in rule}
+
+
 def test_dashboard_prometheus_queries_use_only_emitted_names() -> None:
-    """Every PromQL metric and label in panels and variables is one the code emits."""
+    """Every PromQL metric and label in panels and variables is one the code emits, or a series the shipped
+    operations rules record (with the labels they keep)."""
+    allowed = {**emitted_series(), **_recorded_operations_series()}
     for expr in _prometheus_exprs():
         variable = re.match(r"label_values\((.*),\s*(\w+)\)$", expr)
         if variable:
             expr, label = variable.groups()
             assert label in all_emitted_labels(), label
-        _check_names(expr, emitted_series())
+        _check_names(expr, allowed)
 
 
 def test_dashboard_prometheus_queries_parse(tmp_path: Path) -> None:
