@@ -329,6 +329,26 @@ def test_a_derived_output_that_disagrees_stops_the_regeneration(name: str) -> No
     assert problems and {p.split(":")[0] for p in problems} == {name}
 
 
+def test_the_regeneration_command_exits_1_and_writes_nothing_on_a_disagreement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--regenerate with one derived output wrong (a stop one call late in the mixed text form): status 1, the
+    output named on stderr, the golden file untouched; with the outputs as pinned it writes them back unchanged."""
+    module = sys.modules[__name__]
+    golden = json.loads(GOLDEN.read_text())
+    target = tmp_path / "golden.json"
+    target.write_text("unchanged")
+    monkeypatch.setattr(module, "GOLDEN", target)
+    wrong = copy.deepcopy(golden)
+    wrong["mixed readable"]["stdout"] = _swap(wrong["mixed readable"]["stdout"], "call 6: stop", "call 7: stop")
+    monkeypatch.setattr(module, "_outputs", lambda tmp: wrong)
+    assert _regenerate() == 1
+    assert "mixed readable: line" in capsys.readouterr().err
+    assert target.read_text() == "unchanged"
+    monkeypatch.setattr(module, "_outputs", lambda tmp: golden)
+    assert _regenerate() == 0
+    assert json.loads(target.read_text()) == golden
+
+
 def _regenerate() -> int:
     """Write the golden file, only when every output agrees with its hand-derived check (exit status 1 if not)."""
     import tempfile
