@@ -424,9 +424,7 @@ class LoopEngine:
                 and signatures.same_signature(polled[0], entry) and signatures.same_evidence(polled[0], entry)):
             state._polled = (entry, polled[1])
             return Lease(entry.tool, polled[1] + wait)
-        held = state._lease
-        if held.lease is not None and held.lease.owner == entry.tool:
-            held.lease = None
+        self._lease.release(state._lease, entry.tool)
         start = entry.start if entry.start is not None else entry.end
         state._polled = None if done else (entry, start or 0.0)
         return None

@@ -14,6 +14,13 @@ lease: a sender's deadline of ``1e308`` would otherwise keep a loop ``waiting`` 
 >>> detector.update(state, None, continues=False)  # another call: the wait is over
 >>> detector.holds(state, now=50.0)
 False
+>>> detector.update(state, Lease("approver", deadline=100.0), continues=False)
+>>> detector.release(state, "ci")  # not the owner: the wait goes on
+>>> detector.holds(state, now=50.0)
+True
+>>> detector.release(state, "approver")
+>>> detector.holds(state, now=50.0)
+False
 """
 
 from __future__ import annotations
@@ -74,6 +81,12 @@ class LeaseDetector:
             state.call = call
         elif state.lease is not None and not continues:
             # Other work resumed: the wait is over.
+            state.lease = None
+
+    def release(self, state: LeaseState, owner: str) -> None:
+        """End the held lease when ``owner`` holds it (a polled tool whose job finished or changed); a lease held by
+        anyone else stays, since only its owner's news ends a declared wait."""
+        if state.lease is not None and state.lease.owner == owner:
             state.lease = None
 
     def _bounded(self, lease: Lease, call: Call | None) -> float:

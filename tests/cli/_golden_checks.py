@@ -3,9 +3,11 @@
 ``tests/golden/audit_equivalence.json`` is written by the code it guards, so ``--regenerate`` first checks every
 output it is about to pin: a recorded fixture against its scenario's hand-derived expectation
 (``tests/support/scenario_expectations.py``), the "mixed" input against the reports worked out by hand in
-``tests/cli/test_golden_by_hand.py``, and an input that merely combines checked ones (all fixtures as JSON Lines,
-gzipped, as protobuf; the mixed documents merged) against the reports of its parts. A disagreement stops the
-regeneration. The few outputs no table covers are named by :data:`NOT_DERIVED`, with why, and printed.
+``tests/cli/test_golden_by_hand.py``, an input that merely combines checked ones (all fixtures as JSON Lines,
+gzipped, as protobuf; the mixed documents merged) against the reports of its parts, and the rest (text forms,
+aggregates, a later observation time, the benchmark slice, malformed lines) as ``tests/cli/_golden_derived.py``
+derives them. A disagreement stops the regeneration. An output no check covers must be named in
+:data:`NOT_DERIVED`, with why, and is printed.
 """
 
 from __future__ import annotations
@@ -14,20 +16,12 @@ import json
 from collections import Counter
 from typing import Any
 
+from tests.cli._golden_derived import DERIVED, check_derived
 from tests.support.scenario_expectations import expected
 
-# Outputs with no hand-derived counterpart yet: the text forms and aggregates (their JSON inputs are checked), the
-# observation-time variant, the generated benchmark slice and the malformed lines' messages.
-NOT_DERIVED = {
-    "all fixtures at": "the fixtures judged at a later observation time (leases expire): no table yet",
-    "all fixtures jsonl readable": "the text form of 'all fixtures jsonl', which is checked",
-    "all fixtures report": "the report aggregate of 'all fixtures jsonl', which is checked",
-    "benchmark slice": "generated traces: no table yet",
-    "benchmark slice report": "the report aggregate of 'benchmark slice'",
-    "bad lines": "error messages of malformed lines (pinned, not derived)",
-    "mixed readable": "the text form of 'mixed', which is checked",
-    "mixed report": "the report aggregate of 'mixed', which is checked",
-}
+# Outputs with no hand-derived counterpart, each with why (none today: tests/cli/_golden_derived.py derives the text
+# forms, the aggregates, the later observation time, the benchmark slice and the malformed lines' messages).
+NOT_DERIVED: dict[str, str] = {}
 COMBINED = ("all fixtures jsonl", "all fixtures jsonl.gz", "all fixtures protobuf")
 
 
@@ -81,6 +75,10 @@ def check_outputs(outputs: dict[str, Any]) -> tuple[list[str], list[str]]:
         mixed = {_key(r) for r in MIXED}
         if not {_key(r) for r in _reports(outputs["mixed one document"])} <= mixed:
             problems.append("mixed one document: a report that is none of the mixed input's hand-derived reports")
+    if all(name in outputs for name in DERIVED):
+        derived, names = check_derived(outputs)
+        problems += derived
+        checked |= names
     unchecked = sorted(set(outputs) - checked)
     problems += [f"{name}: no check and no reason in NOT_DERIVED" for name in unchecked if name not in NOT_DERIVED]
     return problems, [name for name in unchecked if name in NOT_DERIVED]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy
+from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, RetryPolicy, ToolSettings
 from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.lease import LeaseDetector, LeaseState
 from otel_loopguard.core.model import Lease, ToolCall
 
 from ._helpers import T0, call, kinds, observe_all
@@ -99,3 +100,23 @@ def test_a_new_owner_starts_a_new_lease() -> None:
 def test_lease_persists_over_repeats_without_one() -> None:
     """The same call repeated without restating the lease still waits until other work resumes."""
     assert waits([Lease("bob", T0 + 100), None, None]) == ["waiting"] * 3
+
+
+def test_release_ends_only_the_owners_lease() -> None:
+    """release('job') leaves bob's lease held; release('bob') ends it, so the same moment no longer waits."""
+    detector, state = LeaseDetector(max_renewals=0), LeaseState()
+    detector.update(state, Lease("bob", T0 + 100), continues=False)
+    detector.release(state, "job")
+    assert detector.holds(state, now=T0 + 50)
+    detector.release(state, "bob")
+    assert state.lease is None and not detector.holds(state, now=T0 + 50)
+
+
+def test_a_finished_poll_releases_the_tools_lease_through_the_detector() -> None:
+    """A polled tool's wait (owner: the tool) ends with a matching result: 'running' twice waits, 'done' works."""
+    engine = LoopEngine(LoopGuardConfig(tools={"poll": ToolSettings(wait_seconds=600, wait_until="done")}))
+    state = engine.new_state()
+    calls = [ToolCall("poll", "{}", result=r, result_captured=True, start=T0 + s, end=T0 + s) for s, r in
+             [(0, "running"), (10, "running"), (20, "done")]]
+    assert [engine.observe(state, c).verdict.kind for c in calls] == ["working", "waiting", "working"]
+    assert state._lease.lease is None
