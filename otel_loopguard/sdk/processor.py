@@ -16,7 +16,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, StatusCode
 
 from ..conventions import names as n
 from ..conventions.agent_steps import (
@@ -33,10 +33,11 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
 )
-from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
+from ..conventions.model_calls import TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, UnreadTrace, message
+from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
@@ -44,7 +45,7 @@ from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import StateStore
 from ..errors import ConfigError
-from .emit import Emitter, VerdictEvent
+from .emit import Emitter
 from .worker import DeferredWork
 
 _logger = logging.getLogger(__name__)
@@ -1055,26 +1056,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
                  agent: str | None, conversation: str | None) -> None:
-        observation = judged.observation
-        step = judged.step
-        call = step.call if step is not None else None
-        end = step.end_ns if step is not None else None
-        if step is not None and step.origin != ORIGIN_DERIVED and (context is None or context.span_id != step.span_id):
-            # Decided by another span than the one that just ended (an inner span joined into it).
-            context = SpanContext(trace_id, step.span_id, False, TraceFlags(TraceFlags.SAMPLED))
-        event = VerdictEvent(
-            trace_id=trace_id,
-            span_context=context,
-            verdict=observation.verdict,
-            transition=observation.transition,
-            intervention=observation.intervention,
-            tool=call.tool if call is not None else None,
-            agent=agent,
-            conversation=conversation,
-            signature_digest=observation.signature_digest,
-            steps=judged.steps,
-            timestamp_ns=end or None,
-        )
+        event = verdict_event(judged, trace_id, LIVE, ended=context, agent=agent, conversation=conversation)
         self._emitter.emit(event, target)
         for listener in self._listeners:
             try:

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from opentelemetry.trace import SpanContext, TraceFlags
-
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
@@ -25,12 +23,13 @@ from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import EVICT_CAPACITY
-from ..sdk.emit import VerdictEvent, bounded_name
+from ..sdk.emit import bounded_name
 
 SERVE_SOURCE = "serve"
 
@@ -828,51 +827,32 @@ class TraceTable:
                                  trace.agent_calls(), trace.tenant, trace.task())
 
     def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
-        step = judged.step
-        if step is None:
-            # A re-evaluation at the finish: attributed to the trace's last call.
-            step = trace.last_step
-            tool = None
-        else:
-            tool = step.call.tool if step.call is not None else None
-        context = None
-        agent = conversation = None
-        if step is not None:
-            context = SpanContext(trace.trace_id, step.span_id, is_remote=True,
-                                  trace_flags=TraceFlags(TraceFlags.SAMPLED))
-            agent, conversation = step.agent, step.conversation
-            if step.origin != ORIGIN_DERIVED:
-                # A tool span's agent and conversation are read now, from the span when it is in this request (a
-                # step read from an earlier one has the trace's last ones).
-                span = batch.span(step.span_id) if batch is not None else None
-                if span is not None:
-                    attrs = span.attributes
-                    trace.context = (self._reader.extractor.agent_name(attrs, name=span.name),
-                                     conversation_id(attrs))
-                agent, conversation = trace.context
-            # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
-            # are final here, set at its start or after), else its own; a call derived from a model span after
-            # that span, else its agent span.
-            if trace.agents:
-                if step.origin == ORIGIN_DERIVED:
-                    agent = agent or trace.agent_at(step.end_ns)
-                else:
-                    agent = trace.agent_at(step.end_ns) or agent
-        return VerdictEvent(
-            trace_id=trace.trace_id,
-            span_context=context,
-            verdict=judged.observation.verdict,
-            transition=judged.observation.transition,
-            intervention=judged.observation.intervention,
-            tool=tool,
-            agent=agent,
-            conversation=conversation,
-            signature_digest=judged.observation.signature_digest,
-            steps=judged.steps,
-            timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
-            provisional=judged.provisional,
-            tenant=trace.tenant or None,
-        )
+        """The event for what the trace's judge told (a re-evaluation at the finish points at its last call)."""
+        step = judged.step if judged.step is not None else trace.last_step
+        agent, conversation = self._attribution(trace, step, batch) if step is not None else (None, None)
+        return verdict_event(judged, trace.trace_id, RECEIVED, agent=agent, conversation=conversation,
+                             last=trace.last_step, last_end_ns=trace.max_end_ns or None, tenant=trace.tenant or None)
+
+    def _attribution(self, trace: _Trace, step: Step, batch: _Batch | None) -> tuple[str | None, str | None]:
+        """The agent and conversation an event for ``step`` names."""
+        agent, conversation = step.agent, step.conversation
+        if step.origin != ORIGIN_DERIVED:
+            # A tool span's agent and conversation are read now, from the span when it is in this request (a
+            # step read from an earlier one has the trace's last ones).
+            span = batch.span(step.span_id) if batch is not None else None
+            if span is not None:
+                attrs = span.attributes
+                trace.context = (self._reader.extractor.agent_name(attrs, name=span.name), conversation_id(attrs))
+            agent, conversation = trace.context
+        # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
+        # are final here, set at its start or after), else its own; a call derived from a model span after
+        # that span, else its agent span.
+        if trace.agents:
+            if step.origin == ORIGIN_DERIVED:
+                agent = agent or trace.agent_at(step.end_ns)
+            else:
+                agent = trace.agent_at(step.end_ns) or agent
+        return agent, conversation
 
     def _count(self, counts: dict[str, int]) -> None:
         with self._lock:
