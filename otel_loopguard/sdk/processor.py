@@ -64,6 +64,8 @@ class _HookCall(msgspec.Struct, frozen=True, gc=False):
         started: a start (else an end).
         genai: a GenAI span (else the local root of a trace that had GenAI spans).
         is_root: a local root.
+        parent_open: at an end, the span's parent is a tool span that has not ended yet (noted by the application
+            thread, see :class:`_OpenTools`): the span may be the same call as its parent.
     """
 
     span: Any
@@ -71,6 +73,7 @@ class _HookCall(msgspec.Struct, frozen=True, gc=False):
     started: bool
     genai: bool
     is_root: bool
+    parent_open: bool = False
 
 
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
@@ -127,8 +130,8 @@ def _plain(attrs: Any) -> dict[str, Any]:
 
 #: Open agent spans remembered per trace, at most (the innermost open one receives the span events).
 MAX_OPEN_AGENTS = 64
-#: Open tool spans remembered per trace, at most (an inner span of one of them waits to be joined with it).
-MAX_OPEN_TOOLS = 1024
+#: Open tool spans remembered per processor, at most (an inner span of one of them waits to be joined with it).
+MAX_OPEN_TOOLS = 1 << 16
 
 
 class _Agent:
@@ -166,12 +169,11 @@ class _Trace:
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "tools",
-                 "turns", "unread")
+    __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "turns",
+                 "unread")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
-        self.tools: set[int] = set()
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
@@ -232,6 +234,35 @@ class _Roots:
 
     def pop(self, trace_id: int, default: None = None) -> None:
         self.refs.pop(trace_id, None)
+
+
+class _OpenTools:
+    """Span ids of the tool spans that started with their attributes and have not ended, noted by the application
+    thread in ``on_start`` and dropped in ``on_end``, which tells the worker whether a span's parent is still open.
+    No start item is queued for them. At most ``limit`` ids (the oldest forgotten: a span that never ends)."""
+
+    __slots__ = ("ids", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.ids: dict[int, None] = {}
+
+    def add(self, span_id: int) -> None:
+        ids = self.ids
+        if len(ids) >= self.limit:
+            try:
+                del ids[next(iter(ids))]
+            except (StopIteration, KeyError, RuntimeError):
+                pass  # changed by another application thread meanwhile
+        ids[span_id] = None
+
+    def ended(self, span_id: int, parent: SpanContext | None) -> bool:
+        """Forget an ended span; returns whether its parent is an open tool span."""
+        ids = self.ids
+        if not ids:
+            return False
+        ids.pop(span_id, None)
+        return parent is not None and parent.span_id in ids
 
 
 class _LateAgents:
@@ -383,6 +414,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._tool_counts: dict[str, int] = {}
         # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
         self._late_agents = _LateAgents(self.config.max_traces)
+        # Tool spans open now that started with their attributes (span ids, noted on the application thread).
+        self._open_tools = _OpenTools(MAX_OPEN_TOOLS)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
                          on_drained=self._flush_counts) if deferred else None
@@ -411,8 +444,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = span.attributes
             if attrs and not self._markers.isdisjoint(attrs):
                 parent = span.parent
-                # The worker works out the role and records the span (a root: as the trace's root).
-                self._submit(_HookCall(span, _plain(attrs), True, True, parent is None or parent.is_remote))
+                is_root = parent is None or parent.is_remote
+                plain = _plain(attrs)  # classified as a copy: the table keeps the last dict it classified
+                if self._extractor.span_role(plain, span.name) == ROLE_TOOL:
+                    # Noted here, not queued: its end item says whether it encloses the span that ends.
+                    self._open_tools.add(span.get_span_context().span_id)
+                    if not is_root:
+                        return
+                # The worker records the span (an agent span as open; a root as the trace's root).
+                self._submit(_HookCall(span, plain, True, True, is_root))
                 return
             parent = span.parent
             if parent is None or parent.is_remote:
@@ -452,7 +492,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit(_HookCall(span, attrs, False, True, is_root))
+                self._submit(_HookCall(span, attrs, False, True, is_root,
+                                       self._open_tools.ended(span.context.span_id, span.parent)))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
@@ -478,7 +519,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # markers test, which is the table's own: read_role's condition).
                 role, row = self._extractor.read_role(attrs, name)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs, name, row)
+                    self._tool_ended(span, attrs, name, row, item.parent_open)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -503,11 +544,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record = slot.state
             if is_root:
                 record.root = weakref.ref(span)
-            if role == ROLE_AGENT:
-                if len(record.agents) < MAX_OPEN_AGENTS:
-                    record.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
-            elif role == ROLE_TOOL and len(record.tools) < MAX_OPEN_TOOLS:
-                record.tools.add(ctx.span_id)
+            if role == ROLE_AGENT and len(record.agents) < MAX_OPEN_AGENTS:
+                record.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
 
     def _dropped(self) -> None:
         self._fail.count_only("queue_full")
@@ -758,7 +796,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._emitter.count_tool_calls(counts)
         self._emitter.release(self._emit_failed)
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any, parent_open: bool) -> None:
         """Judge a tool span's call in its trace: the call is read before the trace's lock is taken, and the trace's
         bookkeeping and its judging share one hold of that lock."""
         ctx = span.context
@@ -777,7 +815,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         told: list[Judged] = []
         with slot.lock:
             record = slot.state
-            parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
+            agent = self._note_tool(record, span, trace_id, attrs, call, row.convention)
             # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
             # for the rest). The agent and conversation are read only when an event is told.
             step = Step(span_id=ctx.span_id, parent_span_id=parent.span_id if parent is not None else None,
@@ -801,16 +839,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if told:
             self._tell(trace_id, slot, attrs, told, label, name, ctx)
 
-    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, span_id: int, attrs: Any,
-                   call: ToolCall, convention: Any) -> tuple[bool, _Agent | None]:
-        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the open tool spans,
-        the agents, the end times and the unread note. Returns (the parent tool span is still open, the agent)."""
-        tools = record.tools
-        parent = span.parent
-        parent_open = False
-        if tools:
-            tools.discard(span_id)
-            parent_open = parent is not None and parent.span_id in tools
+    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, attrs: Any, call: ToolCall,
+                   convention: Any) -> _Agent | None:
+        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the agents, the end
+        times and the unread note. Returns the agent."""
         if self._late_agents.refs:
             self._learn_agents(trace_id, record)
         agents = record.agents
@@ -825,7 +857,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         captured = call.arguments_captured and call.result_captured
         record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
                                  () if captured else _events(span), None if captured else convention)
-        return parent_open, agents[-1] if agents else None
+        return agents[-1] if agents else None
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
