@@ -26,6 +26,7 @@ from ..conventions.agent_steps import (
     lane_step_of_span,
     model_step,
 )
+from ..conventions.assembly import TraceRecord, UnreadLog
 from ..conventions.extract import (
     ROLE_AGENT,
     ROLE_LLM,
@@ -33,10 +34,10 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
 )
-from ..conventions.model_calls import TurnJudge, refused
+from ..conventions.model_calls import TurnJudge
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
-from ..conventions.unread import Unread, UnreadTrace, message
+from ..conventions.unread import Unread, message
 from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
@@ -87,10 +88,6 @@ _EMPTY: dict[str, Any] = {}
 # OpenLLMetry's `<name>.agent`.
 _LATE_AGENT_PREFIX = n.INVOKE_AGENT_SPAN_PREFIX
 _LATE_AGENT_SUFFIX = n.TRACELOOP_AGENT_SPAN_SUFFIX
-# Tool-call end times kept per open trace (for agent spans recognised only at their end), and causes of unread
-# input logged per processor, at most.
-_MAX_TOOL_ENDS = 4096
-_MAX_UNREAD_LOGGED = 256
 
 
 def _events(span: ReadableSpan) -> Any:
@@ -162,40 +159,27 @@ def _agent_of(extractor: Extractor, span: Any) -> str | None:
     return extractor.agent_name(attrs, name=span.name)
 
 
-class _Trace:
-    """Everything the processor keeps about one trace, in one record of the state store.
+class _Trace(TraceRecord):
+    """Everything the processor keeps about one trace, in one record of the state store: the shared record, plus
+    its open agent spans, its root and its judge.
 
     ``judge`` is created at the trace's first tool or model span. With ``per_conversation``, the judge lives in
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "turns",
-                 "unread")
+    __slots__ = ("agent_name", "agents", "judge", "key", "root", "turns")
 
     def __init__(self) -> None:
+        super().__init__()
         self.agents: list[_Agent] = []
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
         # Model calls counted once, and tool calls derived from them while the trace has no tool span (made at the
-        # first model span); what could not be read (made at the first GenAI span that may say so).
+        # first model span).
         self.turns: TurnJudge | None = None
-        self.unread: UnreadTrace | None = None
-        # End times of the trace's tool calls (bounded), for agent spans recognised only when they end.
-        self.tool_ends: list[int] = []
-        self.has_tools = False
-        # For the task outcome: an agent span ended with error status; a model call was refused; the name of the
-        # agent span that ended last (the outermost one ends last).
-        self.failed = False
-        self.refused = False
+        # The name of the agent span that ended last (the outermost one ends last), for the task outcome.
         self.agent_name: str | None = None
-
-    def unread_now(self) -> UnreadTrace:
-        """The trace's unread-input record (made on first use)."""
-        unread = self.unread
-        if unread is None:
-            unread = self.unread = UnreadTrace()
-        return unread
 
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
@@ -385,7 +369,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # ... and the span names that make one (a GenAI tool span's, a user convention's span_name_prefix).
         self._marker_names = self._extractor.marker_names
         # Causes of unread input already logged (each reason and set of keys once).
-        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
+        self._unread_logged = UnreadLog()
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
@@ -851,8 +835,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         turns = record.turns
         if turns is not None and turns.derive:
             turns.tool_span_seen()
-        if len(record.tool_ends) < _MAX_TOOL_ENDS:
-            record.tool_ends.append(span.end_time or 0)
+        record.tool_ended(span.end_time or 0)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
         captured = call.arguments_captured and call.result_captured
         record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
@@ -886,10 +869,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                               with_news=record.judge is not None and record.judge.has_lanes)
             if lane is not None:
                 steps = [*steps, lane]
-            if refused(attrs):
-                record.refused = True
+            record.model_read(attrs)
             unread = record.unread_now()
-            unread.model(attrs)
             derived = sum(1 for step in steps if step.call is not None and step.kind == STEP_TOOL)
             if derived:
                 unread.derived(derived)
@@ -977,7 +958,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # tool calls are those of the trace that ended while it was open.
                 start, stop = span.start_time or 0, end or 0
                 agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
-                agent.tool_calls = sum(1 for t in record.tool_ends if start <= t <= stop)
+                agent.tool_calls = record.calls_between(start, stop)
             if _failed(span):
                 record.failed = True
             record.agent_name = agent.name or record.agent_name
@@ -1068,9 +1049,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Count unread spans; log each cause (reason and keys) once per processor."""
         for cause in causes:
             self._emitter.unread(cause.reason, cause.spans)
-            key = (cause.reason, cause.keys)
-            if key not in self._unread_logged and len(self._unread_logged) < _MAX_UNREAD_LOGGED:
-                self._unread_logged.add(key)
+            if self._unread_logged.first(cause):
                 _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, judge: TraceJudge, evicted: str | None) -> None:

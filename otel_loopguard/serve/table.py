@@ -17,8 +17,9 @@ from operator import attrgetter
 from typing import Any
 
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
+from ..conventions.assembly import TURN_ORDER, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
-from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
+from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
@@ -43,15 +44,9 @@ _OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
 
 #: Senders remembered per trace, at most.
 MAX_PEERS = 8
-# Agent spans and tool-call end times remembered per trace, at most.
+# Agent spans, and model and agent span ids (for de-duplication), remembered per trace, at most.
 _MAX_AGENTS = 64
-_MAX_TOOL_ENDS = 4096
-
-# Model turns kept per trace for deriving its tool calls again exactly (and their results, one per call id), and
-# model and agent span ids remembered per trace for de-duplication, at most.
-_MAX_TURNS = 4096
 _MAX_MODEL_IDS = 1 << 16
-_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,65 +172,6 @@ class _Batch:
         return by_id.get(span_id)
 
 
-class _Turns:
-    """A trace's model turns: usage once per model call, and its tool calls derived from them while it has no tool
-    span (live, in arrival order; again, exactly, in end order at the finish when they arrived out of order)."""
-
-    __slots__ = ("full", "ids", "judge", "last", "log", "results", "unordered")
-
-    def __init__(self) -> None:
-        self.judge = TurnJudge()
-        self.ids: set[int] = set()
-        self.log: list[Turn] = []
-        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
-        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
-        self.last: tuple[int, int, int] | None = None
-        self.unordered = False
-        self.full = False
-
-    def keep(self, turn: Turn) -> None:
-        """Log a turn for an exact derivation later (each result once, with the earliest input holding it)."""
-        key = _TURN_ORDER(turn)
-        if self.last is not None and key < self.last:
-            self.unordered = True
-        else:
-            self.last = key
-        if len(self.log) >= _MAX_TURNS or len(self.results) >= _MAX_TURNS:
-            self.full = True
-            return
-        if turn.results:
-            first = self.results
-            at = (turn.start_ns, turn.span_id)
-            for call_id, result in turn.results:
-                known = first.get(call_id)
-                if known is None or at < known[0]:
-                    first[call_id] = (at, result)
-            turn = turn._replace(results=())
-        self.log.append(turn)
-
-    def derive_again(self) -> list[Step]:
-        """Every derived call, from the logged turns in end order (as ``audit`` derives them)."""
-        by_turn: dict[int, list[tuple[str, Any]]] = {}
-        for call_id, ((_, span_id), result) in self.results.items():
-            by_turn.setdefault(span_id, []).append((call_id, result))
-        fresh = TurnJudge()
-        out: list[Step] = []
-        for turn in sorted(self.log, key=_TURN_ORDER):
-            if turn.results is not None:
-                turn = turn._replace(results=tuple(by_turn.get(turn.span_id, ())))
-            out += [s for s in fresh.add(turn) if s.call is not None]
-        out += fresh.finish()
-        self.judge = fresh
-        self.unordered = False
-        return out
-
-    def forget(self) -> None:
-        """The trace has tool spans: nothing is derived, nothing kept for it."""
-        self.judge.tool_span_seen()
-        self.log = []
-        self.results = {}
-
-
 class _Agent:
     """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
     (as in the processor, where it is the innermost agent span open when the call ends)."""
@@ -262,22 +198,23 @@ def _bounded_versions(span: SpanRecord) -> dict[str, str]:
 
 
 def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch tells of the task's outcome: a root span (its error status; kept for duration and versions),
-    a refused model call."""
+    """What a batch's root spans tell of the task's outcome: their error status; kept for duration and versions.
+    (A refused model call is noted as its model span is read.)"""
     for root in batch.roots:
         trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
         if ended_in_error(root.status_error, (e[0] for e in root.events)):
             trace.failed = True
-    if not trace.refused and any(refused(span.attributes) for span in batch.models):
-        trace.refused = True
 
 
-class _Trace:
-    __slots__ = ("agent_ids", "agents", "changed", "context", "failed", "has_tools", "judge", "kept", "key",
-                 "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "tenant",
-                 "tool_ends", "trace_id", "tracked", "turns", "unread")
+class _Trace(TraceRecord):
+    """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
+    table's lifecycle, its agent spans (by time) and its senders."""
+
+    __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
+                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked", "turns")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
+        super().__init__()
         self.trace_id = trace_id
         #: Who sent it, when tokens name tenants ("" otherwise); the table's key is (tenant, trace id) then.
         self.tenant = tenant
@@ -293,22 +230,17 @@ class _Trace:
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
-        self.has_tools = False
-        # Made at the first model span; what could not be read, made at the first batch.
-        self.turns: _Turns | None = None
-        self.unread = UnreadTrace()
-        # Agent spans (in arrival order), the end times of judged tool calls, and the senders.
+        # Made at the first model span.
+        self.turns: TurnLog | None = None
+        # Agent spans (in arrival order) and the senders.
         self.agents: list[_Agent] | None = None
         # Agent span ids received (each counted once).
         self.agent_ids: set[int] | None = None
-        self.tool_ends: list[int] | None = None
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
-        # For the task outcome: an agent or root span with error status; a refused model call; the root span's
-        # times and bounded version stamps (never the span: a finished trace is remembered).
-        self.failed = False
-        self.refused = False
+        # For the task outcome: the root span's times and bounded version stamps (never the span: a finished trace
+        # is remembered).
         self.root: tuple[int, int, dict[str, str]] | None = None
 
     def task(self) -> TaskOutcome:
@@ -346,9 +278,9 @@ class _Trace:
             only = agents[0]
             only.told = True
             start, end = only.start_ns, only.end_ns
-            return ((only.name, sum(1 for t in self.tool_ends or () if start <= t <= end)),)
+            return ((only.name, self.calls_between(start, end)),)
         counts = dict.fromkeys(range(len(agents)), 0)
-        for end in self.tool_ends or ():
+        for end in self.tool_ends:
             best = -1
             for i, agent in enumerate(agents):
                 if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
@@ -579,10 +511,10 @@ class TraceTable:
         if batch.models:
             turns = trace.turns
             if turns is None:
-                turns = trace.turns = _Turns()
+                turns = trace.turns = TurnLog()
                 if trace.has_tools:
                     turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, trace.unread, counts,
+            added += self._turns(trace, turns, batch.models, reopened, trace.unread_now(), counts,
                                  any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
         if added or news:
             trace.changed = True
@@ -607,7 +539,7 @@ class TraceTable:
             return False
         turns.forget()
         if trace.judge.discard(ORIGIN_DERIVED):
-            trace.unread.set_derived(0)
+            trace.unread_now().set_derived(0)
             return True
         return False
 
@@ -626,7 +558,7 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            trace.unread.model(span.attributes)
+            trace.unread_now().model(span.attributes)
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
             if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
@@ -640,7 +572,7 @@ class TraceTable:
         # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
         # trace directly.
         seen: UnreadTrace | None = None
-        unread = trace.unread
+        unread = trace.unread_now()
         extractor = self._reader.extractor
         add = trace.judge.add
         added = 0
@@ -680,17 +612,13 @@ class TraceTable:
         told = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
             counts["reordered_traces"] += 1
-        ends = trace.tool_ends
         calls = 0
         for step in judged:
             if step.call is not None and step.kind == STEP_TOOL:
                 calls += 1
                 tools.append(step.call.tool)
                 trace.last_step = step
-                if ends is None:
-                    ends = trace.tool_ends = []
-                if len(ends) < _MAX_TOOL_ENDS:
-                    ends.append(step.end_ns)
+                trace.tool_ended(step.end_ns)
         counts["tool_calls"] += calls
         for item in told:
             events.append(self._event(trace, item, batch))
@@ -699,7 +627,7 @@ class TraceTable:
             trace.tracked = True
             started.append(WORKING)
 
-    def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
+    def _turns(self, trace: _Trace, turns: TurnLog, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
                counts: dict[str, int], handoffs: bool = False) -> int:
         """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added.
 
@@ -716,7 +644,7 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            seen.model(span.attributes)
+            trace.model_read(span.attributes)
             turn = extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
                                         span.end_ns, messages=derive, context=True)
             if turn is not None:
@@ -728,7 +656,7 @@ class TraceTable:
         if not fresh:
             return lanes
         # In end order: a derived call takes its result from the next model call's input.
-        fresh.sort(key=_TURN_ORDER)
+        fresh.sort(key=TURN_ORDER)
         if reopened and derive:
             turns.unordered = True  # its pending calls were judged without a result at the last finish
         judge = trace.judge
@@ -801,7 +729,7 @@ class TraceTable:
                     derived = turns.derive_again()
                     for step in derived:
                         judge.add(step)
-                    trace.unread.set_derived(len(derived))
+                    trace.unread_now().set_derived(len(derived))
                 else:
                     if turns.unordered:
                         judge.partial = True
@@ -809,7 +737,7 @@ class TraceTable:
                     pending = turns.judge.finish()
                     for step in pending:
                         if judge.add(step):
-                            trace.unread.derived(1)
+                            trace.unread_now().derived(1)
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
             for judged in told:
                 events.append(self._event(trace, judged))
@@ -820,7 +748,7 @@ class TraceTable:
             counts["rejudged_traces"] = judge.rejudged - rejudged
             counts["rejudged_events_retracted"] = judge.retracted - retracted
             self._count(counts)
-            causes = tuple(trace.unread.causes())
+            causes = tuple(trace.unread_now().causes())
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
