@@ -35,16 +35,18 @@ class TraceRecord:
 
     Attributes:
         unread: what could not be read (made on first use: :meth:`unread_now`).
+        turns: its model turns (made at the first model span: :meth:`turns_now`).
         tool_ends: end times of the trace's judged tool calls (bounded), for agent spans counted afterwards.
         has_tools: the trace has a tool span: its calls are read from tool spans, none derived from model spans.
         failed: an agent or root span ended in error (the task's ``error`` outcome).
         refused: a model call was refused (the task's ``refused`` outcome).
     """
 
-    __slots__ = ("failed", "has_tools", "refused", "tool_ends", "unread")
+    __slots__ = ("failed", "has_tools", "refused", "tool_ends", "turns", "unread")
 
     def __init__(self) -> None:
         self.unread: UnreadTrace | None = None
+        self.turns: TurnLog | None = None
         self.tool_ends: list[int] = []
         self.has_tools = False
         self.failed = False
@@ -56,6 +58,28 @@ class TraceRecord:
         if unread is None:
             unread = self.unread = UnreadTrace()
         return unread
+
+    def turns_now(self) -> TurnLog:
+        """The trace's model turns (made on first use; deriving no call when the trace has a tool span)."""
+        turns = self.turns
+        if turns is None:
+            turns = self.turns = TurnLog()
+            if self.has_tools:
+                turns.forget()
+        return turns
+
+    def tools_seen(self) -> TurnLog | None:
+        """The trace has a tool span: its calls are read from tool spans from now on, none derived from its model
+        spans (what was kept to derive them is dropped). Returns its model turns, if any."""
+        self.has_tools = True
+        turns = self.turns
+        if turns is not None and turns.judge.derive:
+            turns.forget()
+        return turns
+
+    def model_calls(self) -> int:
+        """Model calls with token usage so far, each counted once (the task's turns)."""
+        return self.turns.judge.calls if self.turns is not None else 0
 
     def tool_ended(self, end_ns: int) -> None:
         """Note a judged tool call's end time (the first :data:`MAX_TOOL_ENDS` of a trace)."""

@@ -34,7 +34,6 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
 )
-from ..conventions.model_calls import TurnJudge
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, message
@@ -167,7 +166,7 @@ class _Trace(TraceRecord):
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "agents", "judge", "key", "root", "turns")
+    __slots__ = ("agent_name", "agents", "judge", "key", "root")
 
     def __init__(self) -> None:
         super().__init__()
@@ -175,9 +174,6 @@ class _Trace(TraceRecord):
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
-        # Model calls counted once, and tool calls derived from them while the trace has no tool span (made at the
-        # first model span).
-        self.turns: TurnJudge | None = None
         # The name of the agent span that ended last (the outermost one ends last), for the task outcome.
         self.agent_name: str | None = None
 
@@ -831,10 +827,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._learn_agents(trace_id, record)
         agents = record.agents
         # The trace's calls are read from its tool spans: none is derived from its model spans.
-        record.has_tools = True
-        turns = record.turns
-        if turns is not None and turns.derive:
-            turns.tool_span_seen()
+        record.tools_seen()
         record.tool_ended(span.end_time or 0)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
         captured = call.arguments_captured and call.result_captured
@@ -855,11 +848,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._learn_agents(trace_id, record)
             key = record.key
             agent = record.agents[-1] if record.agents else None
-            turns = record.turns
-            if turns is None:
-                # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans,
-                # tool calls are derived from the model spans' messages.
-                turns = record.turns = TurnJudge(derive=not record.has_tools)
+            # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans, tool
+            # calls are derived from the model spans' messages.
+            turns = record.turns_now().judge
             turn = self._extractor.model_turn(
                 attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
                 end or 0, messages=turns.derive, context=False)
@@ -972,9 +963,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if record is None:
             return
         turns = record.turns
-        if turns is not None and turns.derive:
+        if turns is not None and turns.judge.derive:
             # Calls derived from model spans that never got a result are judged now, without one.
-            pending = turns.finish()
+            pending = turns.judge.finish()
             if pending:
                 record.unread_now().derived(len(pending))
                 self._judge_pending(trace_id, record, pending)
@@ -1008,7 +999,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=error,
                                refused=record.refused),
             agent=record.agent_name,
-            turns=record.turns.calls if record.turns is not None else 0,
+            turns=record.model_calls(),
             tool_calls=judge.steps if judge is not None else 0,
             cost_usd=judge.known_cost if judge is not None else None,
             duration_s=(end - start) * 1e-9 if start and end and end >= start else None,

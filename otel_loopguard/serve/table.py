@@ -211,7 +211,7 @@ class _Trace(TraceRecord):
     table's lifecycle, its agent spans (by time) and its senders."""
 
     __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
-                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked", "turns")
+                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         super().__init__()
@@ -230,8 +230,6 @@ class _Trace(TraceRecord):
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
-        # Made at the first model span.
-        self.turns: TurnLog | None = None
         # Agent spans (in arrival order) and the senders.
         self.agents: list[_Agent] | None = None
         # Agent span ids received (each counted once).
@@ -253,7 +251,7 @@ class _Trace(TraceRecord):
         return TaskOutcome(
             outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
             agent=outer.name if outer is not None else None,
-            turns=self.turns.judge.calls if self.turns is not None else 0,
+            turns=self.model_calls(),
             tool_calls=judge.steps,
             cost_usd=judge.known_cost,
             duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
@@ -509,12 +507,7 @@ class TraceTable:
             _note_task(trace, batch)
         added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
-            turns = trace.turns
-            if turns is None:
-                turns = trace.turns = TurnLog()
-                if trace.has_tools:
-                    turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, trace.unread_now(), counts,
+            added += self._turns(trace, trace.turns_now(), batch.models, reopened, trace.unread_now(), counts,
                                  any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
         if added or news:
             trace.changed = True
@@ -533,11 +526,8 @@ class TraceTable:
     def _tools_seen(self, trace: _Trace) -> bool:
         """The trace's calls are read from its tool spans from now on: none is derived from its model spans (those
         derived before are dropped; the trace is judged again without them at the finish). Returns whether any was."""
-        trace.has_tools = True
-        turns = trace.turns
-        if turns is None:
+        if trace.tools_seen() is None:
             return False
-        turns.forget()
         if trace.judge.discard(ORIGIN_DERIVED):
             trace.unread_now().set_derived(0)
             return True
