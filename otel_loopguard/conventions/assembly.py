@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
@@ -30,10 +31,44 @@ MAX_TURNS = 4096
 TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
 
 
+def _no_span() -> Any:
+    return None
+
+
+class AgentSpan:
+    """An agent span of a trace, as the live paths attribute tool calls to agents.
+
+    The processor keeps the open ones, innermost last, each with a weak reference to its span (where span events
+    go: one that ends unseen frees itself) and the calls made while it was the innermost. ``serve`` keeps every one
+    received, with its times and version stamps: the innermost whose time holds a call's end is the call's agent
+    (:meth:`TraceRecord.agent_at`), which is the processor's rule for spans that arrive whole.
+    """
+
+    __slots__ = ("end_ns", "name", "span", "span_id", "start_ns", "told", "tool_calls", "versions")
+
+    def __init__(self, span_id: int, name: str | None, span: Any = None, start_ns: int = 0, end_ns: int = 0,
+                 versions: dict[str, str] | None = None) -> None:
+        self.span_id = span_id
+        self.name = name
+        self.span: Any = weakref.ref(span) if span is not None else _no_span
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
+        self.versions = versions if versions is not None else {}
+        self.tool_calls = 0
+        # Whether its tool calls were recorded in the histogram (``serve``: once, at the first finish after it came).
+        self.told = False
+
+    def holds(self, end_ns: int) -> bool:
+        """Whether its time holds ``end_ns``."""
+        return self.start_ns <= end_ns <= self.end_ns
+
+
 class TraceRecord:
     """What a live path keeps about one trace besides its judge (the caller holds the trace's lock).
 
     Attributes:
+        agents: its agent spans (the processor: the open ones, innermost last; ``serve``: every one, in arrival order).
         unread: what could not be read (made on first use: :meth:`unread_now`).
         turns: its model turns (made at the first model span: :meth:`turns_now`).
         tool_ends: end times of the trace's judged tool calls (bounded), for agent spans counted afterwards.
@@ -42,9 +77,10 @@ class TraceRecord:
         refused: a model call was refused (the task's ``refused`` outcome).
     """
 
-    __slots__ = ("failed", "has_tools", "refused", "tool_ends", "turns", "unread")
+    __slots__ = ("agents", "failed", "has_tools", "refused", "tool_ends", "turns", "unread")
 
     def __init__(self) -> None:
+        self.agents: list[AgentSpan] = []
         self.unread: UnreadTrace | None = None
         self.turns: TurnLog | None = None
         self.tool_ends: list[int] = []
@@ -89,6 +125,39 @@ class TraceRecord:
     def calls_between(self, start_ns: int, end_ns: int) -> int:
         """The trace's tool calls that ended within ``[start_ns, end_ns]`` (an agent span's, counted afterwards)."""
         return sum(1 for t in self.tool_ends if start_ns <= t <= end_ns)
+
+    def agent_at(self, end_ns: int) -> str | None:
+        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
+        best: AgentSpan | None = None
+        for agent in self.agents:
+            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
+                best = agent
+        return best.name if best is not None else None
+
+    def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
+        """(name, tool calls) of the agent spans not told yet; each call counts for the innermost one holding it."""
+        agents = self.agents
+        if not agents or all(a.told for a in agents):
+            return ()
+        if len(agents) == 1:
+            # One agent span (the usual trace): the calls its time holds.
+            only = agents[0]
+            only.told = True
+            return ((only.name, self.calls_between(only.start_ns, only.end_ns)),)
+        counts = dict.fromkeys(range(len(agents)), 0)
+        for end in self.tool_ends:
+            best = -1
+            for i, agent in enumerate(agents):
+                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
+                    best = i
+            if best >= 0:
+                counts[best] += 1
+        out = []
+        for i, agent in enumerate(agents):
+            if not agent.told:
+                agent.told = True
+                out.append((agent.name, counts[i]))
+        return tuple(out)
 
     def model_read(self, attrs: Mapping[str, Any]) -> None:
         """Note a model span: a refused call, and its keys for the unread note."""

@@ -26,7 +26,7 @@ from ..conventions.agent_steps import (
     lane_step_of_span,
     model_step,
 )
-from ..conventions.assembly import TraceRecord, UnreadLog
+from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog
 from ..conventions.extract import (
     ROLE_AGENT,
     ROLE_LLM,
@@ -130,21 +130,6 @@ MAX_OPEN_AGENTS = 64
 MAX_OPEN_TOOLS = 1 << 16
 
 
-class _Agent:
-    __slots__ = ("name", "span", "span_id", "tool_calls")
-
-    def __init__(self, span_id: int, name: str | None, span: Span | None) -> None:
-        self.span_id = span_id
-        self.name = name
-        # Weak: an agent span that ends unseen (its end dropped from a full queue) frees itself.
-        self.span = weakref.ref(span) if span is not None else _no_span
-        self.tool_calls = 0
-
-
-def _no_span() -> Span | None:
-    return None
-
-
 def _agent_of(extractor: Extractor, span: Any) -> str | None:
     """The agent name a still-open span carries now (an agent span whose attributes arrived after its start)."""
     if span is None:
@@ -159,18 +144,17 @@ def _agent_of(extractor: Extractor, span: Any) -> str | None:
 
 
 class _Trace(TraceRecord):
-    """Everything the processor keeps about one trace, in one record of the state store: the shared record, plus
-    its open agent spans, its root and its judge.
+    """Everything the processor keeps about one trace, in one record of the state store: the shared record (its
+    ``agents`` are the open agent spans, innermost last), plus its root and its judge.
 
     ``judge`` is created at the trace's first tool or model span. With ``per_conversation``, the judge lives in
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "agents", "judge", "key", "root")
+    __slots__ = ("agent_name", "judge", "key", "root")
 
     def __init__(self) -> None:
         super().__init__()
-        self.agents: list[_Agent] = []
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
@@ -180,7 +164,7 @@ class _Trace(TraceRecord):
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
         for agent in reversed(self.agents):
-            span = agent.span()
+            span: Span | None = agent.span()
             if span is not None:
                 return span
         return self.root() if self.root is not None else None
@@ -525,7 +509,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT and len(record.agents) < MAX_OPEN_AGENTS:
-                record.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
+                record.agents.append(AgentSpan(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
 
     def _dropped(self) -> None:
         self._fail.count_only("queue_full")
@@ -737,7 +721,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 continue
             name = _agent_of(self._extractor, span)
             if name is not None and len(record.agents) < MAX_OPEN_AGENTS:
-                record.agents.append(_Agent(span_id, name, span))
+                record.agents.append(AgentSpan(span_id, name, span))
 
     def _new_judge(self) -> TraceJudge:
         self._emitter.trace_started()
@@ -820,7 +804,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._tell(trace_id, slot, attrs, told, label, name, ctx)
 
     def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, attrs: Any, call: ToolCall,
-                   convention: Any) -> _Agent | None:
+                   convention: Any) -> AgentSpan | None:
         """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the agents, the end
         times and the unread note. Returns the agent."""
         if self._late_agents.refs:
@@ -887,7 +871,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                           span_name=name)
 
     def _judge_steps(self, trace_id: int, slot: Any, key: Hashable | None, attrs: Any, now: float, steps: list[Step],
-                     agent: _Agent | None, *, parent_open: bool = False, label: str | None = None,
+                     agent: AgentSpan | None, *, parent_open: bool = False, label: str | None = None,
                      span_name: str = "", ctx: SpanContext | None = None) -> None:
         """Judge the steps one span gave (a tool call; a model call's usage and the calls derived from it)."""
         judge_slot = self._judge_slot(slot, key, attrs, now) if self._per_conversation else slot
@@ -904,7 +888,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if told:
             self._tell(trace_id, slot, attrs, told, label, span_name, ctx)
 
-    def _count(self, judged: list[Step], agent: _Agent | None) -> None:
+    def _count(self, judged: list[Step], agent: AgentSpan | None) -> None:
         """Count the tool calls judged: per tool name (handed to the metric once per drain when deferred) and for the
         open agent."""
         counts = self._tool_counts if self._deferred is not None else None
@@ -948,7 +932,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # Recognised only now: its attributes were set after it started (strands, ADK, OpenLLMetry). Its
                 # tool calls are those of the trace that ended while it was open.
                 start, stop = span.start_time or 0, end or 0
-                agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
+                agent = AgentSpan(span_id, self._extractor.agent_name(attrs, name=span.name), None)
                 agent.tool_calls = record.calls_between(start, stop)
             if _failed(span):
                 record.failed = True

@@ -17,7 +17,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
-from ..conventions.assembly import TURN_ORDER, TraceRecord, TurnLog
+from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
@@ -172,26 +172,6 @@ class _Batch:
         return by_id.get(span_id)
 
 
-class _Agent:
-    """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
-    (as in the processor, where it is the innermost agent span open when the call ends)."""
-
-    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told", "versions")
-
-    def __init__(self, span: SpanRecord, name: str | None) -> None:
-        self.span_id = span.span_id
-        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
-        self.versions = _bounded_versions(span)
-        self.start_ns = span.start_ns
-        self.end_ns = span.end_ns
-        self.name = name
-        # Whether its tool calls were recorded in the histogram (once, at the first finish after it arrived).
-        self.told = False
-
-    def holds(self, end_ns: int) -> bool:
-        return self.start_ns <= end_ns <= self.end_ns
-
-
 def _bounded_versions(span: SpanRecord) -> dict[str, str]:
     """The span's version stamps, each value bounded as every emitted name is."""
     return {key: bounded_name(value) for key, value in version_attributes(span.attributes).items()}
@@ -208,7 +188,7 @@ def _note_task(trace: _Trace, batch: _Batch) -> None:
 
 class _Trace(TraceRecord):
     """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
-    table's lifecycle, its agent spans (by time) and its senders."""
+    table's lifecycle and its senders."""
 
     __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
                  "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked")
@@ -230,8 +210,6 @@ class _Trace(TraceRecord):
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
-        # Agent spans (in arrival order) and the senders.
-        self.agents: list[_Agent] | None = None
         # Agent span ids received (each counted once).
         self.agent_ids: set[int] | None = None
         self.peers: list[str] | None = None
@@ -245,7 +223,7 @@ class _Trace(TraceRecord):
         """How the trace ended so far: its outcome, outermost agent, figures and the version attributes of its root
         (else its outermost agent span); the duration is that span's."""
         judge = self.judge
-        outer = min(self.agents or (), key=attrgetter("start_ns"), default=None)
+        outer = min(self.agents, key=attrgetter("start_ns"), default=None)
         span = self.root if self.root is not None else (
             (outer.start_ns, outer.end_ns, outer.versions) if outer is not None else None)
         return TaskOutcome(
@@ -257,40 +235,6 @@ class _Trace(TraceRecord):
             duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
             versions=span[2] if span is not None else {},
         )
-
-    def agent_at(self, end_ns: int) -> str | None:
-        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
-        best: _Agent | None = None
-        for agent in self.agents or ():
-            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
-                best = agent
-        return best.name if best is not None else None
-
-    def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
-        """(name, tool calls) of the agents not told yet; each call counts for its innermost agent."""
-        agents = self.agents
-        if not agents or all(a.told for a in agents):
-            return ()
-        if len(agents) == 1:
-            # One agent span (the usual trace): the calls its time holds.
-            only = agents[0]
-            only.told = True
-            start, end = only.start_ns, only.end_ns
-            return ((only.name, self.calls_between(start, end)),)
-        counts = dict.fromkeys(range(len(agents)), 0)
-        for end in self.tool_ends:
-            best = -1
-            for i, agent in enumerate(agents):
-                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
-                    best = i
-            if best >= 0:
-                counts[best] += 1
-        out = []
-        for i, agent in enumerate(agents):
-            if not agent.told:
-                agent.told = True
-                out.append((agent.name, counts[i]))
-        return tuple(out)
 
 
 class TraceTable:
@@ -539,8 +483,6 @@ class TraceTable:
         if ids is None:
             ids = trace.agent_ids = set()
         agents = trace.agents
-        if agents is None:
-            agents = trace.agents = []
         extractor = self._reader.extractor
         news = False
         for span in spans:
@@ -553,7 +495,8 @@ class TraceTable:
             if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
             if len(agents) < _MAX_AGENTS:
-                agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+                agents.append(AgentSpan(span.span_id, extractor.agent_name(span.attributes, name=span.name),
+                                        start_ns=span.start_ns, end_ns=span.end_ns, versions=_bounded_versions(span)))
             news = True
         return news
 
