@@ -46,6 +46,7 @@ from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter
+from .open_spans import MAX_OPEN_AGENTS, MAX_OPEN_TOOLS, LateAgents, OpenTools, Roots
 from .worker import DeferredWork
 
 _logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class _HookCall(msgspec.Struct, frozen=True, gc=False):
         genai: a GenAI span (else the local root of a trace that had GenAI spans).
         is_root: a local root.
         parent_open: at an end, the span's parent is a tool span that has not ended yet (noted by the application
-            thread, see :class:`_OpenTools`): the span may be the same call as its parent.
+            thread, see :class:`~.open_spans.OpenTools`): the span may be the same call as its parent.
     """
 
     span: Any
@@ -124,10 +125,6 @@ def _plain(attrs: Any) -> dict[str, Any]:
     return plain if type(plain) is dict else dict(attrs)
 
 
-#: Open agent spans remembered per trace, at most (the innermost open one receives the span events).
-MAX_OPEN_AGENTS = 64
-#: Open tool spans remembered per processor, at most (an inner span of one of them waits to be joined with it).
-MAX_OPEN_TOOLS = 1 << 16
 
 
 def _agent_of(extractor: Extractor, span: Any) -> str | None:
@@ -168,95 +165,6 @@ class _Trace(TraceRecord):
             if span is not None:
                 return span
         return self.root() if self.root is not None else None
-
-
-class _Roots:
-    """Local roots by trace id, held weakly: an entry goes when its span is freed, so the index is never larger
-    than the set of roots the application itself still holds (a dict of weak references, tested in C by
-    membership on the application's thread)."""
-
-    __slots__ = ("__weakref__", "refs")
-
-    def __init__(self) -> None:
-        self.refs: dict[int, weakref.ref[Span]] = {}
-
-    def add(self, trace_id: int, span: Span) -> None:
-        refs = self.refs
-        own = weakref.ref(self)
-
-        def gone(ref: weakref.ref[Span]) -> None:
-            index = own()
-            # Only this reference's entry: the trace id may have a newer root since.
-            if index is not None and index.refs.get(trace_id) is ref:
-                index.refs.pop(trace_id, None)
-
-        refs[trace_id] = weakref.ref(span, gone)
-
-    def get(self, trace_id: int) -> Span | None:
-        ref = self.refs.get(trace_id)
-        return ref() if ref is not None else None
-
-    def pop(self, trace_id: int, default: None = None) -> None:
-        self.refs.pop(trace_id, None)
-
-
-class _OpenTools:
-    """Span ids of the tool spans that started with their attributes and have not ended, noted by the application
-    thread in ``on_start`` and dropped in ``on_end``, which tells the worker whether a span's parent is still open.
-    No start item is queued for them. At most ``limit`` ids (the oldest forgotten: a span that never ends)."""
-
-    __slots__ = ("ids", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.ids: dict[int, None] = {}
-
-    def add(self, span_id: int) -> None:
-        ids = self.ids
-        if len(ids) >= self.limit:
-            try:
-                del ids[next(iter(ids))]
-            except (StopIteration, KeyError, RuntimeError):
-                pass  # changed by another application thread meanwhile
-        ids[span_id] = None
-
-    def ended(self, span_id: int, parent: SpanContext | None) -> bool:
-        """Forget an ended span; returns whether its parent is an open tool span."""
-        ids = self.ids
-        if not ids:
-            return False
-        ids.pop(span_id, None)
-        return parent is not None and parent.span_id in ids
-
-
-class _LateAgents:
-    """Spans named like agent spans that started without attributes, by trace id: held weakly (an ended, freed span
-    goes), at most ``limit`` traces (the oldest forgotten)."""
-
-    __slots__ = ("limit", "refs")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.refs: dict[int, list[weakref.ref[Span]]] = {}
-
-    def add(self, trace_id: int, span: Span) -> None:
-        refs = self.refs
-        entry = refs.get(trace_id)
-        if entry is None:
-            if len(refs) >= self.limit:
-                try:
-                    del refs[next(iter(refs))]
-                except (StopIteration, KeyError, RuntimeError):
-                    pass  # changed by the worker meanwhile
-            entry = refs[trace_id] = []
-        if len(entry) < MAX_OPEN_AGENTS:
-            entry.append(weakref.ref(span))
-
-    def pop(self, trace_id: int) -> list[Span]:
-        entry = self.refs.pop(trace_id, None)
-        if not entry:
-            return []
-        return [span for ref in entry if (span := ref()) is not None]
 
 
 class _Finished:
@@ -368,7 +276,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
-        self._roots = _Roots()
+        self._roots = Roots()
         self._per_conversation = self.config.per_conversation
         # The slot of the trace judged last, with its trace id: consecutive spans of one trace (the usual order of
         # a queue) reuse it after one dict lookup instead of the store's locked LRU update.
@@ -377,9 +285,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # holds the drain lock), handed to the metric tally once per drain instead of once per span.
         self._tool_counts: dict[str, int] = {}
         # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
-        self._late_agents = _LateAgents(self.config.max_traces)
+        self._late_agents = LateAgents(self.config.max_traces)
         # Tool spans open now that started with their attributes (span ids, noted on the application thread).
-        self._open_tools = _OpenTools(MAX_OPEN_TOOLS)
+        self._open_tools = OpenTools(MAX_OPEN_TOOLS)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
                          on_drained=self._flush_counts) if deferred else None
