@@ -162,7 +162,8 @@ class _Counter:
     i = 0
 
 
-def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
+def _healthy_chunk(variant: _Variant, chunk: int, counter: _Counter, make: Callable[..., None]) -> tuple[int, int]:
+    """One trace of ``chunk`` tool calls with distinct arguments, each span made by ``make``."""
     tracer = variant.tracer
     base = counter.i
     counter.i += chunk
@@ -171,9 +172,13 @@ def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int,
     root = _root(tracer)
     ctx = trace.set_span_in_context(root)
     for i, args, result in calls:
-        _tool_span(tracer, ctx, i, args, result)
+        make(tracer, ctx, i, args, result)
     root.end()
     return time.thread_time_ns() - t0, chunk + 1
+
+
+def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
+    return _healthy_chunk(variant, chunk, counter, _tool_span)
 
 
 def _run_loop(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
@@ -189,17 +194,7 @@ def _run_loop(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, in
 
 
 def _run_start_attributes(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
-    tracer = variant.tracer
-    base = counter.i
-    counter.i += chunk
-    calls = [(base + k, _healthy_args(base + k), f"{(base + k) * 7919 % 100003} rows matched") for k in range(chunk)]
-    t0 = time.thread_time_ns()
-    root = _root(tracer)
-    ctx = trace.set_span_in_context(root)
-    for i, args, result in calls:
-        _tool_span_attributes_at_start(tracer, ctx, i, args, result)
-    root.end()
-    return time.thread_time_ns() - t0, chunk + 1
+    return _healthy_chunk(variant, chunk, counter, _tool_span_attributes_at_start)
 
 
 def _run_http(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
