@@ -284,10 +284,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Tool calls counted per tool name since the last drain (deferred only: the worker, or whoever drains,
         # holds the drain lock), handed to the metric tally once per drain instead of once per span.
         self._tool_counts: dict[str, int] = {}
-        # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
-        self._late_agents = LateAgents(self.config.max_traces)
-        # Tool spans open now that started with their attributes (span ids, noted on the application thread).
-        self._open_tools = OpenTools(MAX_OPEN_TOOLS)
+        # Spans named like agent spans that started without attributes; open tool spans (see sdk/open_spans.py).
+        self._late_agents, self._open_tools = LateAgents(self.config.max_traces), OpenTools(MAX_OPEN_TOOLS)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
                          on_drained=self._flush_counts) if deferred else None
@@ -363,9 +361,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
+                # Whether its parent is an open tool span is known here only (read when any tool span is open).
+                open_tools = self._open_tools
+                parent_open = open_tools.ended(span.context.span_id, parent) if open_tools.ids else False
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit(_HookCall(span, attrs, False, True, is_root,
-                                       self._open_tools.ended(span.context.span_id, span.parent)))
+                self._submit(_HookCall(span, attrs, False, True, is_root, parent_open))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
