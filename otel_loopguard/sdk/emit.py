@@ -15,19 +15,19 @@ import hashlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
 from opentelemetry.metrics import CallbackOptions, MeterProvider, get_meter
 from opentelemetry.metrics import Observation as Measurement
-from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContext
+from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span
 
 from .._version import VERSION
 from ..conventions import names as n
+from ..conventions.verdicts import VerdictEvent as VerdictEvent  # re-exported: listeners import it from here
 from ..core.escape import escaped
-from ..core.model import STUCK, Intervention, Transition, Verdict
+from ..core.model import STUCK
 from ..core.outcome import TaskOutcome
 
 _AGENT_TOOL_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -113,42 +113,6 @@ class _Tally:
             counts = list(self._counts.items())
         keys = self._keys
         return [Measurement(count, dict(zip(keys, values))) for values, count in counts]
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictEvent:
-    """What listeners receive on every transition or intervention.
-
-    Attributes:
-        trace_id: the trace (int).
-        span_context: the tool span that caused it (None for budget stops from usage).
-        verdict: the verdict after the call.
-        transition: the change of verdict kind, if any.
-        intervention: the nudge or stop, if any.
-        tool: the tool of the call.
-        agent: the agent name, when known.
-        conversation: the conversation id, when known.
-        signature_digest: keyed digest of the call's signature.
-        steps: tool calls of the trace so far.
-        timestamp_ns: when it happened (the span's end).
-        provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
-            again, exactly, when it finishes.
-        tenant: ``serve`` with tenants: the tenant whose token sent the trace (None without tenants).
-    """
-
-    trace_id: int
-    span_context: SpanContext | None
-    verdict: Verdict
-    transition: Transition | None
-    intervention: Intervention | None
-    tool: str | None
-    agent: str | None
-    conversation: str | None
-    signature_digest: str | None
-    steps: int
-    timestamp_ns: int | None
-    provisional: bool = False
-    tenant: str | None = None
 
 
 def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, Any]:

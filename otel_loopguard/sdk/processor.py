@@ -16,7 +16,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, StatusCode
 
 from ..conventions import names as n
 from ..conventions.agent_steps import (
@@ -26,6 +26,7 @@ from ..conventions.agent_steps import (
     lane_step_of_span,
     model_step,
 )
+from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog
 from ..conventions.extract import (
     ROLE_AGENT,
     ROLE_LLM,
@@ -33,10 +34,10 @@ from ..conventions.extract import (
     Extractor,
     conversation_id,
 )
-from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
-from ..conventions.unread import Unread, UnreadTrace, message
+from ..conventions.unread import Unread, message
+from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
@@ -44,7 +45,8 @@ from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import StateStore
 from ..errors import ConfigError
-from .emit import Emitter, VerdictEvent
+from .emit import Emitter
+from .open_spans import MAX_OPEN_AGENTS, MAX_OPEN_TOOLS, LateAgents, OpenTools, Roots
 from .worker import DeferredWork
 
 _logger = logging.getLogger(__name__)
@@ -63,6 +65,8 @@ class _HookCall(msgspec.Struct, frozen=True, gc=False):
         started: a start (else an end).
         genai: a GenAI span (else the local root of a trace that had GenAI spans).
         is_root: a local root.
+        parent_open: at an end, the span's parent is a tool span that has not ended yet (noted by the application
+            thread, see :class:`~.open_spans.OpenTools`): the span may be the same call as its parent.
     """
 
     span: Any
@@ -70,6 +74,7 @@ class _HookCall(msgspec.Struct, frozen=True, gc=False):
     started: bool
     genai: bool
     is_root: bool
+    parent_open: bool = False
 
 
 def _drain_at_exit(ref: weakref.ref[LoopGuardSpanProcessor]) -> None:
@@ -83,10 +88,6 @@ _EMPTY: dict[str, Any] = {}
 # OpenLLMetry's `<name>.agent`.
 _LATE_AGENT_PREFIX = n.INVOKE_AGENT_SPAN_PREFIX
 _LATE_AGENT_SUFFIX = n.TRACELOOP_AGENT_SPAN_SUFFIX
-# Tool-call end times kept per open trace (for agent spans recognised only at their end), and causes of unread
-# input logged per processor, at most.
-_MAX_TOOL_ENDS = 4096
-_MAX_UNREAD_LOGGED = 256
 
 
 def _events(span: ReadableSpan) -> Any:
@@ -124,25 +125,6 @@ def _plain(attrs: Any) -> dict[str, Any]:
     return plain if type(plain) is dict else dict(attrs)
 
 
-#: Open agent spans remembered per trace, at most (the innermost open one receives the span events).
-MAX_OPEN_AGENTS = 64
-#: Open tool spans remembered per trace, at most (an inner span of one of them waits to be joined with it).
-MAX_OPEN_TOOLS = 1024
-
-
-class _Agent:
-    __slots__ = ("name", "span", "span_id", "tool_calls")
-
-    def __init__(self, span_id: int, name: str | None, span: Span | None) -> None:
-        self.span_id = span_id
-        self.name = name
-        # Weak: an agent span that ends unseen (its end dropped from a full queue) frees itself.
-        self.span = weakref.ref(span) if span is not None else _no_span
-        self.tool_calls = 0
-
-
-def _no_span() -> Span | None:
-    return None
 
 
 def _agent_of(extractor: Extractor, span: Any) -> str | None:
@@ -158,109 +140,31 @@ def _agent_of(extractor: Extractor, span: Any) -> str | None:
     return extractor.agent_name(attrs, name=span.name)
 
 
-class _Trace:
-    """Everything the processor keeps about one trace, in one record of the state store.
+class _Trace(TraceRecord):
+    """Everything the processor keeps about one trace, in one record of the state store: the shared record (its
+    ``agents`` are the open agent spans, innermost last), plus its root and its judge.
 
     ``judge`` is created at the trace's first tool or model span. With ``per_conversation``, the judge lives in
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "tools",
-                 "turns", "unread")
+    __slots__ = ("agent_name", "judge", "key", "root")
 
     def __init__(self) -> None:
-        self.agents: list[_Agent] = []
-        self.tools: set[int] = set()
+        super().__init__()
         self.root: weakref.ref[Span] | None = None
         self.judge: TraceJudge | None = None
         self.key: Hashable | None = None
-        # Model calls counted once, and tool calls derived from them while the trace has no tool span (made at the
-        # first model span); what could not be read (made at the first GenAI span that may say so).
-        self.turns: TurnJudge | None = None
-        self.unread: UnreadTrace | None = None
-        # End times of the trace's tool calls (bounded), for agent spans recognised only when they end.
-        self.tool_ends: list[int] = []
-        self.has_tools = False
-        # For the task outcome: an agent span ended with error status; a model call was refused; the name of the
-        # agent span that ended last (the outermost one ends last).
-        self.failed = False
-        self.refused = False
+        # The name of the agent span that ended last (the outermost one ends last), for the task outcome.
         self.agent_name: str | None = None
-
-    def unread_now(self) -> UnreadTrace:
-        """The trace's unread-input record (made on first use)."""
-        unread = self.unread
-        if unread is None:
-            unread = self.unread = UnreadTrace()
-        return unread
 
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
         for agent in reversed(self.agents):
-            span = agent.span()
+            span: Span | None = agent.span()
             if span is not None:
                 return span
         return self.root() if self.root is not None else None
-
-
-class _Roots:
-    """Local roots by trace id, held weakly: an entry goes when its span is freed, so the index is never larger
-    than the set of roots the application itself still holds (a dict of weak references, tested in C by
-    membership on the application's thread)."""
-
-    __slots__ = ("__weakref__", "refs")
-
-    def __init__(self) -> None:
-        self.refs: dict[int, weakref.ref[Span]] = {}
-
-    def add(self, trace_id: int, span: Span) -> None:
-        refs = self.refs
-        own = weakref.ref(self)
-
-        def gone(ref: weakref.ref[Span]) -> None:
-            index = own()
-            # Only this reference's entry: the trace id may have a newer root since.
-            if index is not None and index.refs.get(trace_id) is ref:
-                index.refs.pop(trace_id, None)
-
-        refs[trace_id] = weakref.ref(span, gone)
-
-    def get(self, trace_id: int) -> Span | None:
-        ref = self.refs.get(trace_id)
-        return ref() if ref is not None else None
-
-    def pop(self, trace_id: int, default: None = None) -> None:
-        self.refs.pop(trace_id, None)
-
-
-class _LateAgents:
-    """Spans named like agent spans that started without attributes, by trace id: held weakly (an ended, freed span
-    goes), at most ``limit`` traces (the oldest forgotten)."""
-
-    __slots__ = ("limit", "refs")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.refs: dict[int, list[weakref.ref[Span]]] = {}
-
-    def add(self, trace_id: int, span: Span) -> None:
-        refs = self.refs
-        entry = refs.get(trace_id)
-        if entry is None:
-            if len(refs) >= self.limit:
-                try:
-                    del refs[next(iter(refs))]
-                except (StopIteration, KeyError, RuntimeError):
-                    pass  # changed by the worker meanwhile
-            entry = refs[trace_id] = []
-        if len(entry) < MAX_OPEN_AGENTS:
-            entry.append(weakref.ref(span))
-
-    def pop(self, trace_id: int) -> list[Span]:
-        entry = self.refs.pop(trace_id, None)
-        if not entry:
-            return []
-        return [span for ref in entry if (span := ref()) is not None]
 
 
 class _Finished:
@@ -353,7 +257,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # ... and the span names that make one (a GenAI tool span's, a user convention's span_name_prefix).
         self._marker_names = self._extractor.marker_names
         # Causes of unread input already logged (each reason and set of keys once).
-        self._unread_logged: set[tuple[str, tuple[str, ...]]] = set()
+        self._unread_logged = UnreadLog()
         self._logger_provider = logger_provider
         self._emitter = Emitter(logger_provider, meter_provider, self.config.max_tool_names,
                                 self._engine.normalizer_version)
@@ -372,7 +276,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
         # Weak values: an entry goes with its span, so this index is as large as the roots the application holds.
-        self._roots = _Roots()
+        self._roots = Roots()
         self._per_conversation = self.config.per_conversation
         # The slot of the trace judged last, with its trace id: consecutive spans of one trace (the usual order of
         # a queue) reuse it after one dict lookup instead of the store's locked LRU update.
@@ -380,8 +284,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # Tool calls counted per tool name since the last drain (deferred only: the worker, or whoever drains,
         # holds the drain lock), handed to the metric tally once per drain instead of once per span.
         self._tool_counts: dict[str, int] = {}
-        # Spans named like agent spans that started without attributes, by trace id (weak, bounded).
-        self._late_agents = _LateAgents(self.config.max_traces)
+        # Spans named like agent spans that started without attributes; open tool spans (see sdk/open_spans.py).
+        self._late_agents, self._open_tools = LateAgents(self.config.max_traces), OpenTools(MAX_OPEN_TOOLS)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
                          on_drained=self._flush_counts) if deferred else None
@@ -410,8 +314,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = span.attributes
             if attrs and not self._markers.isdisjoint(attrs):
                 parent = span.parent
-                # The worker works out the role and records the span (a root: as the trace's root).
-                self._submit(_HookCall(span, _plain(attrs), True, True, parent is None or parent.is_remote))
+                is_root = parent is None or parent.is_remote
+                plain = _plain(attrs)  # classified as a copy: the table keeps the last dict it classified
+                if self._extractor.span_role(plain, span.name) == ROLE_TOOL:
+                    # Noted here, not queued: its end item says whether it encloses the span that ends.
+                    self._open_tools.add(span.get_span_context().span_id)
+                    if not is_root:
+                        return
+                # The worker records the span (an agent span as open; a root as the trace's root).
+                self._submit(_HookCall(span, plain, True, True, is_root))
                 return
             parent = span.parent
             if parent is None or parent.is_remote:
@@ -450,8 +361,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         # end (below) is queued even if the worker has not judged this span yet. (A GenAI root's
                         # end is always queued.)
                         self._store.slot(trace_id, span.end_time * 1e-9 if span.end_time else time.time())
+                # Whether its parent is an open tool span is known here only (read when any tool span is open).
+                open_tools = self._open_tools
+                parent_open = open_tools.ended(span.context.span_id, parent) if open_tools.ids else False
                 # The attributes read here go along, so the worker does not read them from the span again.
-                self._submit(_HookCall(span, attrs, False, True, is_root))
+                self._submit(_HookCall(span, attrs, False, True, is_root, parent_open))
             else:
                 parent = span.parent
                 if (parent is None or parent.is_remote) and self._store.get(span.context.trace_id) is not None:
@@ -477,7 +391,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # markers test, which is the table's own: read_role's condition).
                 role, row = self._extractor.read_role(attrs, name)
                 if role == ROLE_TOOL:
-                    self._tool_ended(span, attrs, name, row)
+                    self._tool_ended(span, attrs, name, row, item.parent_open)
                 elif role == ROLE_LLM:
                     self._llm_ended(span, attrs)
                 elif role == ROLE_AGENT:
@@ -502,11 +416,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record = slot.state
             if is_root:
                 record.root = weakref.ref(span)
-            if role == ROLE_AGENT:
-                if len(record.agents) < MAX_OPEN_AGENTS:
-                    record.agents.append(_Agent(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
-            elif role == ROLE_TOOL and len(record.tools) < MAX_OPEN_TOOLS:
-                record.tools.add(ctx.span_id)
+            if role == ROLE_AGENT and len(record.agents) < MAX_OPEN_AGENTS:
+                record.agents.append(AgentSpan(ctx.span_id, self._extractor.agent_name(attrs, name=span.name), span))
 
     def _dropped(self) -> None:
         self._fail.count_only("queue_full")
@@ -718,7 +629,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 continue
             name = _agent_of(self._extractor, span)
             if name is not None and len(record.agents) < MAX_OPEN_AGENTS:
-                record.agents.append(_Agent(span_id, name, span))
+                record.agents.append(AgentSpan(span_id, name, span))
 
     def _new_judge(self) -> TraceJudge:
         self._emitter.trace_started()
@@ -757,7 +668,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._emitter.count_tool_calls(counts)
         self._emitter.release(self._emit_failed)
 
-    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any) -> None:
+    def _tool_ended(self, span: ReadableSpan, attrs: Any, name: str, row: Any, parent_open: bool) -> None:
         """Judge a tool span's call in its trace: the call is read before the trace's lock is taken, and the trace's
         bookkeeping and its judging share one hold of that lock."""
         ctx = span.context
@@ -776,7 +687,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         told: list[Judged] = []
         with slot.lock:
             record = slot.state
-            parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
+            agent = self._note_tool(record, span, trace_id, attrs, call, row.convention)
             # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
             # for the rest). The agent and conversation are read only when an event is told.
             step = Step(span_id=ctx.span_id, parent_span_id=parent.span_id if parent is not None else None,
@@ -800,31 +711,21 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if told:
             self._tell(trace_id, slot, attrs, told, label, name, ctx)
 
-    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, span_id: int, attrs: Any,
-                   call: ToolCall, convention: Any) -> tuple[bool, _Agent | None]:
-        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the open tool spans,
-        the agents, the end times and the unread note. Returns (the parent tool span is still open, the agent)."""
-        tools = record.tools
-        parent = span.parent
-        parent_open = False
-        if tools:
-            tools.discard(span_id)
-            parent_open = parent is not None and parent.span_id in tools
+    def _note_tool(self, record: _Trace, span: ReadableSpan, trace_id: int, attrs: Any, call: ToolCall,
+                   convention: Any) -> AgentSpan | None:
+        """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): the agents, the end
+        times and the unread note. Returns the agent."""
         if self._late_agents.refs:
             self._learn_agents(trace_id, record)
         agents = record.agents
         # The trace's calls are read from its tool spans: none is derived from its model spans.
-        record.has_tools = True
-        turns = record.turns
-        if turns is not None and turns.derive:
-            turns.tool_span_seen()
-        if len(record.tool_ends) < _MAX_TOOL_ENDS:
-            record.tool_ends.append(span.end_time or 0)
+        record.tools_seen()
+        record.tool_ended(span.end_time or 0)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
         captured = call.arguments_captured and call.result_captured
         record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
                                  () if captured else _events(span), None if captured else convention)
-        return parent_open, agents[-1] if agents else None
+        return agents[-1] if agents else None
 
     def _llm_ended(self, span: ReadableSpan, attrs: Any) -> None:
         ctx = span.context
@@ -839,11 +740,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._learn_agents(trace_id, record)
             key = record.key
             agent = record.agents[-1] if record.agents else None
-            turns = record.turns
-            if turns is None:
-                # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans,
-                # tool calls are derived from the model spans' messages.
-                turns = record.turns = TurnJudge(derive=not record.has_tools)
+            # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans, tool
+            # calls are derived from the model spans' messages.
+            turns = record.turns_now().judge
             turn = self._extractor.model_turn(
                 attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
                 end or 0, messages=turns.derive, context=False)
@@ -853,10 +752,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                               with_news=record.judge is not None and record.judge.has_lanes)
             if lane is not None:
                 steps = [*steps, lane]
-            if refused(attrs):
-                record.refused = True
+            record.model_read(attrs)
             unread = record.unread_now()
-            unread.model(attrs)
             derived = sum(1 for step in steps if step.call is not None and step.kind == STEP_TOOL)
             if derived:
                 unread.derived(derived)
@@ -882,7 +779,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                           span_name=name)
 
     def _judge_steps(self, trace_id: int, slot: Any, key: Hashable | None, attrs: Any, now: float, steps: list[Step],
-                     agent: _Agent | None, *, parent_open: bool = False, label: str | None = None,
+                     agent: AgentSpan | None, *, parent_open: bool = False, label: str | None = None,
                      span_name: str = "", ctx: SpanContext | None = None) -> None:
         """Judge the steps one span gave (a tool call; a model call's usage and the calls derived from it)."""
         judge_slot = self._judge_slot(slot, key, attrs, now) if self._per_conversation else slot
@@ -899,7 +796,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if told:
             self._tell(trace_id, slot, attrs, told, label, span_name, ctx)
 
-    def _count(self, judged: list[Step], agent: _Agent | None) -> None:
+    def _count(self, judged: list[Step], agent: AgentSpan | None) -> None:
         """Count the tool calls judged: per tool name (handed to the metric once per drain when deferred) and for the
         open agent."""
         counts = self._tool_counts if self._deferred is not None else None
@@ -943,8 +840,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 # Recognised only now: its attributes were set after it started (strands, ADK, OpenLLMetry). Its
                 # tool calls are those of the trace that ended while it was open.
                 start, stop = span.start_time or 0, end or 0
-                agent = _Agent(span_id, self._extractor.agent_name(attrs, name=span.name), None)
-                agent.tool_calls = sum(1 for t in record.tool_ends if start <= t <= stop)
+                agent = AgentSpan(span_id, self._extractor.agent_name(attrs, name=span.name), None)
+                agent.tool_calls = record.calls_between(start, stop)
             if _failed(span):
                 record.failed = True
             record.agent_name = agent.name or record.agent_name
@@ -958,9 +855,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if record is None:
             return
         turns = record.turns
-        if turns is not None and turns.derive:
+        if turns is not None and turns.judge.derive:
             # Calls derived from model spans that never got a result are judged now, without one.
-            pending = turns.finish()
+            pending = turns.judge.finish()
             if pending:
                 record.unread_now().derived(len(pending))
                 self._judge_pending(trace_id, record, pending)
@@ -994,7 +891,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=error,
                                refused=record.refused),
             agent=record.agent_name,
-            turns=record.turns.calls if record.turns is not None else 0,
+            turns=record.model_calls(),
             tool_calls=judge.steps if judge is not None else 0,
             cost_usd=judge.known_cost if judge is not None else None,
             duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
@@ -1035,9 +932,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Count unread spans; log each cause (reason and keys) once per processor."""
         for cause in causes:
             self._emitter.unread(cause.reason, cause.spans)
-            key = (cause.reason, cause.keys)
-            if key not in self._unread_logged and len(self._unread_logged) < _MAX_UNREAD_LOGGED:
-                self._unread_logged.add(key)
+            if self._unread_logged.first(cause):
                 _logger.warning("otel_loopguard: %s", message(cause))
 
     def _finished(self, judge: TraceJudge, evicted: str | None) -> None:
@@ -1055,26 +950,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
                  agent: str | None, conversation: str | None) -> None:
-        observation = judged.observation
-        step = judged.step
-        call = step.call if step is not None else None
-        end = step.end_ns if step is not None else None
-        if step is not None and step.origin != ORIGIN_DERIVED and (context is None or context.span_id != step.span_id):
-            # Decided by another span than the one that just ended (an inner span joined into it).
-            context = SpanContext(trace_id, step.span_id, False, TraceFlags(TraceFlags.SAMPLED))
-        event = VerdictEvent(
-            trace_id=trace_id,
-            span_context=context,
-            verdict=observation.verdict,
-            transition=observation.transition,
-            intervention=observation.intervention,
-            tool=call.tool if call is not None else None,
-            agent=agent,
-            conversation=conversation,
-            signature_digest=observation.signature_digest,
-            steps=judged.steps,
-            timestamp_ns=end or None,
-        )
+        event = verdict_event(judged, trace_id, LIVE, ended=context, agent=agent, conversation=conversation)
         self._emitter.emit(event, target)
         for listener in self._listeners:
             try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import logging
 import os
 import signal
@@ -54,6 +53,7 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, g
 
 from .._version import VERSION
 from ..conventions import names as n
+from ..conventions.assembly import UnreadLog
 from ..conventions.span import SpanRecord
 from ..conventions.unread import INVALID_IDS, MAX_KEYS, TRACE_CAUSES, Unread, message
 from ..core.config import LoopGuardConfig
@@ -81,9 +81,8 @@ if TYPE_CHECKING:
     from .http_server import ConnectionStats, OTLPHTTPServer
 
 _logger = logging.getLogger(__name__)
-# The partial_success warning's length at most, and the causes of unread input logged per server at most.
+# The partial_success warning's length at most.
 _MAX_WARNING = 2048
-_MAX_UNREAD_LOGGED = 256
 # Senders with warnings waiting for their next answer, at most (the oldest dropped first).
 _MAX_PENDING_PEERS = 1024
 # Open traces the status page lists at most (the most recently active).
@@ -199,7 +198,7 @@ class Server:
         self._status: StatusServer | None = None
         self._listeners: list[Callable[[VerdictEvent], None]] = []
         self._report_listeners: list[Callable[[TraceReport], None]] = []
-        self._unread_logged: set[bytes] = set()
+        self._unread_logged = UnreadLog()
         self._zero_ids_logged = False
         self._unread_lock = threading.Lock()
         # Causes of finished traces not told to their senders yet, by sender.
@@ -427,15 +426,9 @@ class Server:
         return (valid if rejected else spans), rejected
 
     def _log_unread(self, cause: Unread) -> None:
-        # Each cause (reason and keys) is logged once per server, remembered by a 16-byte digest: the keys are
-        # bounded already, but 256 causes of 12 keys each would still be kept for the server's life.
-        key = hashlib.blake2b(repr((cause.reason, cause.keys)).encode("utf-8", "surrogatepass"),
-                              digest_size=16).digest()
-        with self._unread_lock:
-            if key in self._unread_logged or len(self._unread_logged) >= _MAX_UNREAD_LOGGED:
-                return
-            self._unread_logged.add(key)
-        _logger.warning("otel-loopguard serve: %s", escaped(message(cause), _MAX_WARNING))
+        """Log each cause (reason and keys) once per server."""
+        if self._unread_logged.first(cause):
+            _logger.warning("otel-loopguard serve: %s", escaped(message(cause), _MAX_WARNING))
 
     def _owe(self, peers: tuple[str, ...], cause: Unread) -> None:
         """Keep a cause for the next answer to each of ``peers`` (one per reason per sender: keys merged, bounded)."""

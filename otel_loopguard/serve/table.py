@@ -16,21 +16,21 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from opentelemetry.trace import SpanContext, TraceFlags
-
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
+from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
-from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
+from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import EVICT_CAPACITY
-from ..sdk.emit import VerdictEvent, bounded_name
+from ..sdk.emit import bounded_name
 
 SERVE_SOURCE = "serve"
 
@@ -44,15 +44,9 @@ _OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
 
 #: Senders remembered per trace, at most.
 MAX_PEERS = 8
-# Agent spans and tool-call end times remembered per trace, at most.
+# Agent spans, and model and agent span ids (for de-duplication), remembered per trace, at most.
 _MAX_AGENTS = 64
-_MAX_TOOL_ENDS = 4096
-
-# Model turns kept per trace for deriving its tool calls again exactly (and their results, one per call id), and
-# model and agent span ids remembered per trace for de-duplication, at most.
-_MAX_TURNS = 4096
 _MAX_MODEL_IDS = 1 << 16
-_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,107 +172,29 @@ class _Batch:
         return by_id.get(span_id)
 
 
-class _Turns:
-    """A trace's model turns: usage once per model call, and its tool calls derived from them while it has no tool
-    span (live, in arrival order; again, exactly, in end order at the finish when they arrived out of order)."""
-
-    __slots__ = ("full", "ids", "judge", "last", "log", "results", "unordered")
-
-    def __init__(self) -> None:
-        self.judge = TurnJudge()
-        self.ids: set[int] = set()
-        self.log: list[Turn] = []
-        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
-        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
-        self.last: tuple[int, int, int] | None = None
-        self.unordered = False
-        self.full = False
-
-    def keep(self, turn: Turn) -> None:
-        """Log a turn for an exact derivation later (each result once, with the earliest input holding it)."""
-        key = _TURN_ORDER(turn)
-        if self.last is not None and key < self.last:
-            self.unordered = True
-        else:
-            self.last = key
-        if len(self.log) >= _MAX_TURNS or len(self.results) >= _MAX_TURNS:
-            self.full = True
-            return
-        if turn.results:
-            first = self.results
-            at = (turn.start_ns, turn.span_id)
-            for call_id, result in turn.results:
-                known = first.get(call_id)
-                if known is None or at < known[0]:
-                    first[call_id] = (at, result)
-            turn = turn._replace(results=())
-        self.log.append(turn)
-
-    def derive_again(self) -> list[Step]:
-        """Every derived call, from the logged turns in end order (as ``audit`` derives them)."""
-        by_turn: dict[int, list[tuple[str, Any]]] = {}
-        for call_id, ((_, span_id), result) in self.results.items():
-            by_turn.setdefault(span_id, []).append((call_id, result))
-        fresh = TurnJudge()
-        out: list[Step] = []
-        for turn in sorted(self.log, key=_TURN_ORDER):
-            if turn.results is not None:
-                turn = turn._replace(results=tuple(by_turn.get(turn.span_id, ())))
-            out += [s for s in fresh.add(turn) if s.call is not None]
-        out += fresh.finish()
-        self.judge = fresh
-        self.unordered = False
-        return out
-
-    def forget(self) -> None:
-        """The trace has tool spans: nothing is derived, nothing kept for it."""
-        self.judge.tool_span_seen()
-        self.log = []
-        self.results = {}
-
-
-class _Agent:
-    """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
-    (as in the processor, where it is the innermost agent span open when the call ends)."""
-
-    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told", "versions")
-
-    def __init__(self, span: SpanRecord, name: str | None) -> None:
-        self.span_id = span.span_id
-        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
-        self.versions = _bounded_versions(span)
-        self.start_ns = span.start_ns
-        self.end_ns = span.end_ns
-        self.name = name
-        # Whether its tool calls were recorded in the histogram (once, at the first finish after it arrived).
-        self.told = False
-
-    def holds(self, end_ns: int) -> bool:
-        return self.start_ns <= end_ns <= self.end_ns
-
-
 def _bounded_versions(span: SpanRecord) -> dict[str, str]:
     """The span's version stamps, each value bounded as every emitted name is."""
     return {key: bounded_name(value) for key, value in version_attributes(span.attributes).items()}
 
 
 def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch tells of the task's outcome: a root span (its error status; kept for duration and versions),
-    a refused model call."""
+    """What a batch's root spans tell of the task's outcome: their error status; kept for duration and versions.
+    (A refused model call is noted as its model span is read.)"""
     for root in batch.roots:
         trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
         if ended_in_error(root.status_error, (e[0] for e in root.events)):
             trace.failed = True
-    if not trace.refused and any(refused(span.attributes) for span in batch.models):
-        trace.refused = True
 
 
-class _Trace:
-    __slots__ = ("agent_ids", "agents", "changed", "context", "failed", "has_tools", "judge", "kept", "key",
-                 "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "tenant",
-                 "tool_ends", "trace_id", "tracked", "turns", "unread")
+class _Trace(TraceRecord):
+    """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
+    table's lifecycle and its senders."""
+
+    __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
+                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
+        super().__init__()
         self.trace_id = trace_id
         #: Who sent it, when tokens name tenants ("" otherwise); the table's key is (tenant, trace id) then.
         self.tenant = tenant
@@ -294,74 +210,31 @@ class _Trace:
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
-        self.has_tools = False
-        # Made at the first model span; what could not be read, made at the first batch.
-        self.turns: _Turns | None = None
-        self.unread = UnreadTrace()
-        # Agent spans (in arrival order), the end times of judged tool calls, and the senders.
-        self.agents: list[_Agent] | None = None
         # Agent span ids received (each counted once).
         self.agent_ids: set[int] | None = None
-        self.tool_ends: list[int] | None = None
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
-        # For the task outcome: an agent or root span with error status; a refused model call; the root span's
-        # times and bounded version stamps (never the span: a finished trace is remembered).
-        self.failed = False
-        self.refused = False
+        # For the task outcome: the root span's times and bounded version stamps (never the span: a finished trace
+        # is remembered).
         self.root: tuple[int, int, dict[str, str]] | None = None
 
     def task(self) -> TaskOutcome:
         """How the trace ended so far: its outcome, outermost agent, figures and the version attributes of its root
         (else its outermost agent span); the duration is that span's."""
         judge = self.judge
-        outer = min(self.agents or (), key=attrgetter("start_ns"), default=None)
+        outer = min(self.agents, key=attrgetter("start_ns"), default=None)
         span = self.root if self.root is not None else (
             (outer.start_ns, outer.end_ns, outer.versions) if outer is not None else None)
         return TaskOutcome(
             outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
             agent=outer.name if outer is not None else None,
-            turns=self.turns.judge.calls if self.turns is not None else 0,
+            turns=self.model_calls(),
             tool_calls=judge.steps,
             cost_usd=judge.known_cost,
             duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
             versions=span[2] if span is not None else {},
         )
-
-    def agent_at(self, end_ns: int) -> str | None:
-        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
-        best: _Agent | None = None
-        for agent in self.agents or ():
-            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
-                best = agent
-        return best.name if best is not None else None
-
-    def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
-        """(name, tool calls) of the agents not told yet; each call counts for its innermost agent."""
-        agents = self.agents
-        if not agents or all(a.told for a in agents):
-            return ()
-        if len(agents) == 1:
-            # One agent span (the usual trace): the calls its time holds.
-            only = agents[0]
-            only.told = True
-            start, end = only.start_ns, only.end_ns
-            return ((only.name, sum(1 for t in self.tool_ends or () if start <= t <= end)),)
-        counts = dict.fromkeys(range(len(agents)), 0)
-        for end in self.tool_ends or ():
-            best = -1
-            for i, agent in enumerate(agents):
-                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
-                    best = i
-            if best >= 0:
-                counts[best] += 1
-        out = []
-        for i, agent in enumerate(agents):
-            if not agent.told:
-                agent.told = True
-                out.append((agent.name, counts[i]))
-        return tuple(out)
 
 
 class TraceTable:
@@ -578,12 +451,7 @@ class TraceTable:
             _note_task(trace, batch)
         added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
-            turns = trace.turns
-            if turns is None:
-                turns = trace.turns = _Turns()
-                if trace.has_tools:
-                    turns.forget()
-            added += self._turns(trace, turns, batch.models, reopened, trace.unread, counts,
+            added += self._turns(trace, trace.turns_now(), batch.models, reopened, trace.unread_now(), counts,
                                  any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
         if added or news:
             trace.changed = True
@@ -602,13 +470,10 @@ class TraceTable:
     def _tools_seen(self, trace: _Trace) -> bool:
         """The trace's calls are read from its tool spans from now on: none is derived from its model spans (those
         derived before are dropped; the trace is judged again without them at the finish). Returns whether any was."""
-        trace.has_tools = True
-        turns = trace.turns
-        if turns is None:
+        if trace.tools_seen() is None:
             return False
-        turns.forget()
         if trace.judge.discard(ORIGIN_DERIVED):
-            trace.unread.set_derived(0)
+            trace.unread_now().set_derived(0)
             return True
         return False
 
@@ -618,8 +483,6 @@ class TraceTable:
         if ids is None:
             ids = trace.agent_ids = set()
         agents = trace.agents
-        if agents is None:
-            agents = trace.agents = []
         extractor = self._reader.extractor
         news = False
         for span in spans:
@@ -627,12 +490,13 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            trace.unread.model(span.attributes)
+            trace.unread_now().model(span.attributes)
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
             if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
             if len(agents) < _MAX_AGENTS:
-                agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+                agents.append(AgentSpan(span.span_id, extractor.agent_name(span.attributes, name=span.name),
+                                        start_ns=span.start_ns, end_ns=span.end_ns, versions=_bounded_versions(span)))
             news = True
         return news
 
@@ -641,7 +505,7 @@ class TraceTable:
         # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
         # trace directly.
         seen: UnreadTrace | None = None
-        unread = trace.unread
+        unread = trace.unread_now()
         extractor = self._reader.extractor
         add = trace.judge.add
         added = 0
@@ -681,17 +545,13 @@ class TraceTable:
         told = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
             counts["reordered_traces"] += 1
-        ends = trace.tool_ends
         calls = 0
         for step in judged:
             if step.call is not None and step.kind == STEP_TOOL:
                 calls += 1
                 tools.append(step.call.tool)
                 trace.last_step = step
-                if ends is None:
-                    ends = trace.tool_ends = []
-                if len(ends) < _MAX_TOOL_ENDS:
-                    ends.append(step.end_ns)
+                trace.tool_ended(step.end_ns)
         counts["tool_calls"] += calls
         for item in told:
             events.append(self._event(trace, item, batch))
@@ -700,7 +560,7 @@ class TraceTable:
             trace.tracked = True
             started.append(WORKING)
 
-    def _turns(self, trace: _Trace, turns: _Turns, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
+    def _turns(self, trace: _Trace, turns: TurnLog, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
                counts: dict[str, int], handoffs: bool = False) -> int:
         """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added.
 
@@ -717,7 +577,7 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            seen.model(span.attributes)
+            trace.model_read(span.attributes)
             turn = extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
                                         span.end_ns, messages=derive, context=True)
             if turn is not None:
@@ -729,7 +589,7 @@ class TraceTable:
         if not fresh:
             return lanes
         # In end order: a derived call takes its result from the next model call's input.
-        fresh.sort(key=_TURN_ORDER)
+        fresh.sort(key=TURN_ORDER)
         if reopened and derive:
             turns.unordered = True  # its pending calls were judged without a result at the last finish
         judge = trace.judge
@@ -802,7 +662,7 @@ class TraceTable:
                     derived = turns.derive_again()
                     for step in derived:
                         judge.add(step)
-                    trace.unread.set_derived(len(derived))
+                    trace.unread_now().set_derived(len(derived))
                 else:
                     if turns.unordered:
                         judge.partial = True
@@ -810,7 +670,7 @@ class TraceTable:
                     pending = turns.judge.finish()
                     for step in pending:
                         if judge.add(step):
-                            trace.unread.derived(1)
+                            trace.unread_now().derived(1)
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
             for judged in told:
                 events.append(self._event(trace, judged))
@@ -821,58 +681,39 @@ class TraceTable:
             counts["rejudged_traces"] = judge.rejudged - rejudged
             counts["rejudged_events_retracted"] = judge.retracted - retracted
             self._count(counts)
-            causes = tuple(trace.unread.causes())
+            causes = tuple(trace.unread_now().causes())
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
                                  trace.agent_calls(), trace.tenant, trace.task())
 
     def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
-        step = judged.step
-        if step is None:
-            # A re-evaluation at the finish: attributed to the trace's last call.
-            step = trace.last_step
-            tool = None
-        else:
-            tool = step.call.tool if step.call is not None else None
-        context = None
-        agent = conversation = None
-        if step is not None:
-            context = SpanContext(trace.trace_id, step.span_id, is_remote=True,
-                                  trace_flags=TraceFlags(TraceFlags.SAMPLED))
-            agent, conversation = step.agent, step.conversation
-            if step.origin != ORIGIN_DERIVED:
-                # A tool span's agent and conversation are read now, from the span when it is in this request (a
-                # step read from an earlier one has the trace's last ones).
-                span = batch.span(step.span_id) if batch is not None else None
-                if span is not None:
-                    attrs = span.attributes
-                    trace.context = (self._reader.extractor.agent_name(attrs, name=span.name),
-                                     conversation_id(attrs))
-                agent, conversation = trace.context
-            # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
-            # are final here, set at its start or after), else its own; a call derived from a model span after
-            # that span, else its agent span.
-            if trace.agents:
-                if step.origin == ORIGIN_DERIVED:
-                    agent = agent or trace.agent_at(step.end_ns)
-                else:
-                    agent = trace.agent_at(step.end_ns) or agent
-        return VerdictEvent(
-            trace_id=trace.trace_id,
-            span_context=context,
-            verdict=judged.observation.verdict,
-            transition=judged.observation.transition,
-            intervention=judged.observation.intervention,
-            tool=tool,
-            agent=agent,
-            conversation=conversation,
-            signature_digest=judged.observation.signature_digest,
-            steps=judged.steps,
-            timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
-            provisional=judged.provisional,
-            tenant=trace.tenant or None,
-        )
+        """The event for what the trace's judge told (a re-evaluation at the finish points at its last call)."""
+        step = judged.step if judged.step is not None else trace.last_step
+        agent, conversation = self._attribution(trace, step, batch) if step is not None else (None, None)
+        return verdict_event(judged, trace.trace_id, RECEIVED, agent=agent, conversation=conversation,
+                             last=trace.last_step, last_end_ns=trace.max_end_ns or None, tenant=trace.tenant or None)
+
+    def _attribution(self, trace: _Trace, step: Step, batch: _Batch | None) -> tuple[str | None, str | None]:
+        """The agent and conversation an event for ``step`` names."""
+        agent, conversation = step.agent, step.conversation
+        if step.origin != ORIGIN_DERIVED:
+            # A tool span's agent and conversation are read now, from the span when it is in this request (a
+            # step read from an earlier one has the trace's last ones).
+            span = batch.span(step.span_id) if batch is not None else None
+            if span is not None:
+                attrs = span.attributes
+                trace.context = (self._reader.extractor.agent_name(attrs, name=span.name), conversation_id(attrs))
+            agent, conversation = trace.context
+        # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
+        # are final here, set at its start or after), else its own; a call derived from a model span after
+        # that span, else its agent span.
+        if trace.agents:
+            if step.origin == ORIGIN_DERIVED:
+                agent = agent or trace.agent_at(step.end_ns)
+            else:
+                agent = trace.agent_at(step.end_ns) or agent
+        return agent, conversation
 
     def _count(self, counts: dict[str, int]) -> None:
         with self._lock:

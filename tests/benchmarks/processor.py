@@ -32,6 +32,8 @@ Workloads:
   then a stop at the fourth), so transitions, verdict events and metrics happen in every trace. Span events mostly
   do not: the background thread usually judges a chunk after its root span ended, and an ended span takes no event
   (a harness calling ``check()`` after each call would judge them while the root is open);
+* ``tool/at-start``: ``tool/healthy``'s calls, with the attributes given at the span's start and the result set
+  before its end, as pydantic-ai and OpenInference do (the processor sees them in ``on_start``);
 * ``non-tool``: HTTP-client-like child spans with six ``http.*``/``url.*``/``server.*`` attributes.
 
 Ratios are medians over rounds of each round's variant/base ratio, printed with their range (min-max over rounds).
@@ -130,6 +132,15 @@ def _tool_span(tracer: Any, ctx: Any, i: int, args: str, result: str) -> None:
     span.end()
 
 
+def _tool_span_attributes_at_start(tracer: Any, ctx: Any, i: int, args: str, result: str) -> None:
+    """A tool span whose attributes are given at its start (pydantic-ai, OpenInference), its result at its end."""
+    span = tracer.start_span("execute_tool search", context=ctx, kind=SpanKind.INTERNAL, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search", "gen_ai.tool.call.id": f"call_{i}",
+        "gen_ai.tool.call.arguments": args, "gen_ai.tool.type": "function"})
+    span.set_attribute("gen_ai.tool.call.result", result)
+    span.end()
+
+
 def _http_span(tracer: Any, ctx: Any, i: int) -> None:
     span = tracer.start_span("GET", context=ctx, kind=SpanKind.CLIENT)
     span.set_attribute("http.request.method", "GET")
@@ -151,7 +162,8 @@ class _Counter:
     i = 0
 
 
-def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
+def _healthy_chunk(variant: _Variant, chunk: int, counter: _Counter, make: Callable[..., None]) -> tuple[int, int]:
+    """One trace of ``chunk`` tool calls with distinct arguments, each span made by ``make``."""
     tracer = variant.tracer
     base = counter.i
     counter.i += chunk
@@ -160,9 +172,13 @@ def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int,
     root = _root(tracer)
     ctx = trace.set_span_in_context(root)
     for i, args, result in calls:
-        _tool_span(tracer, ctx, i, args, result)
+        make(tracer, ctx, i, args, result)
     root.end()
     return time.thread_time_ns() - t0, chunk + 1
+
+
+def _run_healthy(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
+    return _healthy_chunk(variant, chunk, counter, _tool_span)
 
 
 def _run_loop(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
@@ -175,6 +191,10 @@ def _run_loop(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, in
             _tool_span(tracer, ctx, k, _LOOP_ARGS, "deployment job 4411: pending")
         root.end()
     return time.thread_time_ns() - t0, chunk + chunk // LOOP_TRACE_CALLS
+
+
+def _run_start_attributes(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
+    return _healthy_chunk(variant, chunk, counter, _tool_span_attributes_at_start)
 
 
 def _run_http(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, int]:
@@ -191,6 +211,7 @@ def _run_http(variant: _Variant, chunk: int, counter: _Counter) -> tuple[int, in
 WORKLOADS: dict[str, Callable[[_Variant, int, _Counter], tuple[int, int]]] = {
     "tool/healthy": _run_healthy,
     "tool/loop": _run_loop,
+    "tool/at-start": _run_start_attributes,
     "non-tool": _run_http,
 }
 

@@ -1,0 +1,247 @@
+"""The live paths' per-trace bookkeeping, shared by the processor and ``serve``'s table.
+
+Both keep, per trace and beside its judge, the same record: what could not be read, the end times of its tool calls
+(for agent spans counted after the fact), whether it has tool spans (then no call is derived from its model spans),
+and what its task outcome needs (an error, a refusal). :class:`TraceRecord` is that record; each adapter adds only
+what its source needs (the processor: open agent spans and the root span; ``serve``: arrival bookkeeping).
+:class:`TurnLog` keeps a trace's model turns to derive its calls again exactly; :class:`UnreadLog` logs each cause
+of unread input once per processor or server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from collections.abc import Mapping
+from operator import attrgetter
+from typing import Any
+
+from ..core.judge import Step
+from .model_calls import Turn, TurnJudge, refused
+from .unread import Unread, UnreadTrace
+
+#: Tool-call end times kept per trace, at most.
+MAX_TOOL_ENDS = 4096
+#: Causes of unread input logged per processor or server, at most.
+MAX_UNREAD_LOGGED = 256
+#: Model turns (and their results, one per call id) kept per trace for deriving its calls again, at most.
+MAX_TURNS = 4096
+# The order calls are derived in: a derived call takes its result from the next model call's input.
+TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
+
+
+def _no_span() -> Any:
+    return None
+
+
+class AgentSpan:
+    """An agent span of a trace, as the live paths attribute tool calls to agents.
+
+    The processor keeps the open ones, innermost last, each with a weak reference to its span (where span events
+    go: one that ends unseen frees itself) and the calls made while it was the innermost. ``serve`` keeps every one
+    received, with its times and version stamps: the innermost whose time holds a call's end is the call's agent
+    (:meth:`TraceRecord.agent_at`), which is the processor's rule for spans that arrive whole.
+    """
+
+    __slots__ = ("end_ns", "name", "span", "span_id", "start_ns", "told", "tool_calls", "versions")
+
+    def __init__(self, span_id: int, name: str | None, span: Any = None, start_ns: int = 0, end_ns: int = 0,
+                 versions: dict[str, str] | None = None) -> None:
+        self.span_id = span_id
+        self.name = name
+        self.span: Any = weakref.ref(span) if span is not None else _no_span
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
+        self.versions = versions if versions is not None else {}
+        self.tool_calls = 0
+        # Whether its tool calls were recorded in the histogram (``serve``: once, at the first finish after it came).
+        self.told = False
+
+    def holds(self, end_ns: int) -> bool:
+        """Whether its time holds ``end_ns``."""
+        return self.start_ns <= end_ns <= self.end_ns
+
+
+class TraceRecord:
+    """What a live path keeps about one trace besides its judge (the caller holds the trace's lock).
+
+    Attributes:
+        agents: its agent spans (the processor: the open ones, innermost last; ``serve``: every one, in arrival order).
+        unread: what could not be read (made on first use: :meth:`unread_now`).
+        turns: its model turns (made at the first model span: :meth:`turns_now`).
+        tool_ends: end times of the trace's judged tool calls (bounded), for agent spans counted afterwards.
+        has_tools: the trace has a tool span: its calls are read from tool spans, none derived from model spans.
+        failed: an agent or root span ended in error (the task's ``error`` outcome).
+        refused: a model call was refused (the task's ``refused`` outcome).
+    """
+
+    __slots__ = ("agents", "failed", "has_tools", "refused", "tool_ends", "turns", "unread")
+
+    def __init__(self) -> None:
+        self.agents: list[AgentSpan] = []
+        self.unread: UnreadTrace | None = None
+        self.turns: TurnLog | None = None
+        self.tool_ends: list[int] = []
+        self.has_tools = False
+        self.failed = False
+        self.refused = False
+
+    def unread_now(self) -> UnreadTrace:
+        """The trace's unread-input record (made on first use)."""
+        unread = self.unread
+        if unread is None:
+            unread = self.unread = UnreadTrace()
+        return unread
+
+    def turns_now(self) -> TurnLog:
+        """The trace's model turns (made on first use; deriving no call when the trace has a tool span)."""
+        turns = self.turns
+        if turns is None:
+            turns = self.turns = TurnLog()
+            if self.has_tools:
+                turns.forget()
+        return turns
+
+    def tools_seen(self) -> TurnLog | None:
+        """The trace has a tool span: its calls are read from tool spans from now on, none derived from its model
+        spans (what was kept to derive them is dropped). Returns its model turns, if any."""
+        self.has_tools = True
+        turns = self.turns
+        if turns is not None and turns.judge.derive:
+            turns.forget()
+        return turns
+
+    def model_calls(self) -> int:
+        """Model calls with token usage so far, each counted once (the task's turns)."""
+        return self.turns.judge.calls if self.turns is not None else 0
+
+    def tool_ended(self, end_ns: int) -> None:
+        """Note a judged tool call's end time (the first :data:`MAX_TOOL_ENDS` of a trace)."""
+        if len(self.tool_ends) < MAX_TOOL_ENDS:
+            self.tool_ends.append(end_ns)
+
+    def calls_between(self, start_ns: int, end_ns: int) -> int:
+        """The trace's tool calls that ended within ``[start_ns, end_ns]`` (an agent span's, counted afterwards)."""
+        return sum(1 for t in self.tool_ends if start_ns <= t <= end_ns)
+
+    def agent_at(self, end_ns: int) -> str | None:
+        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
+        best: AgentSpan | None = None
+        for agent in self.agents:
+            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
+                best = agent
+        return best.name if best is not None else None
+
+    def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
+        """(name, tool calls) of the agent spans not told yet; each call counts for the innermost one holding it."""
+        agents = self.agents
+        if not agents or all(a.told for a in agents):
+            return ()
+        if len(agents) == 1:
+            # One agent span (the usual trace): the calls its time holds.
+            only = agents[0]
+            only.told = True
+            return ((only.name, self.calls_between(only.start_ns, only.end_ns)),)
+        counts = dict.fromkeys(range(len(agents)), 0)
+        for end in self.tool_ends:
+            best = -1
+            for i, agent in enumerate(agents):
+                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
+                    best = i
+            if best >= 0:
+                counts[best] += 1
+        out = []
+        for i, agent in enumerate(agents):
+            if not agent.told:
+                agent.told = True
+                out.append((agent.name, counts[i]))
+        return tuple(out)
+
+    def model_read(self, attrs: Mapping[str, Any]) -> None:
+        """Note a model span: a refused call, and its keys for the unread note."""
+        if refused(attrs):
+            self.refused = True
+        self.unread_now().model(attrs)
+
+
+class TurnLog:
+    """A trace's model turns: usage once per model call, and its tool calls derived from them while it has no tool
+    span (live, in arrival order; again, exactly, in end order at the finish when they arrived out of order)."""
+
+    __slots__ = ("full", "ids", "judge", "last", "log", "results", "unordered")
+
+    def __init__(self) -> None:
+        self.judge = TurnJudge()
+        self.ids: set[int] = set()
+        self.log: list[Turn] = []
+        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
+        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
+        self.last: tuple[int, int, int] | None = None
+        self.unordered = False
+        self.full = False
+
+    def keep(self, turn: Turn) -> None:
+        """Log a turn for an exact derivation later (each result once, with the earliest input holding it)."""
+        key = TURN_ORDER(turn)
+        if self.last is not None and key < self.last:
+            self.unordered = True
+        else:
+            self.last = key
+        if len(self.log) >= MAX_TURNS or len(self.results) >= MAX_TURNS:
+            self.full = True
+            return
+        if turn.results:
+            first = self.results
+            at = (turn.start_ns, turn.span_id)
+            for call_id, result in turn.results:
+                known = first.get(call_id)
+                if known is None or at < known[0]:
+                    first[call_id] = (at, result)
+            turn = turn._replace(results=())
+        self.log.append(turn)
+
+    def derive_again(self) -> list[Step]:
+        """Every derived call, from the logged turns in end order (as ``audit`` derives them)."""
+        by_turn: dict[int, list[tuple[str, Any]]] = {}
+        for call_id, ((_, span_id), result) in self.results.items():
+            by_turn.setdefault(span_id, []).append((call_id, result))
+        fresh = TurnJudge()
+        out: list[Step] = []
+        for turn in sorted(self.log, key=TURN_ORDER):
+            if turn.results is not None:
+                turn = turn._replace(results=tuple(by_turn.get(turn.span_id, ())))
+            out += [s for s in fresh.add(turn) if s.call is not None]
+        out += fresh.finish()
+        self.judge = fresh
+        self.unordered = False
+        return out
+
+    def forget(self) -> None:
+        """The trace has tool spans: nothing is derived, nothing kept for it."""
+        self.judge.tool_span_seen()
+        self.log = []
+        self.results = {}
+
+
+class UnreadLog:
+    """Which causes of unread input (reason and keys) were logged: each is logged once per processor or server, at
+    most :data:`MAX_UNREAD_LOGGED`. Remembered by a 16-byte digest: the keys are bounded already, but 256 causes of
+    12 keys each would still be kept for the process's life. Thread-safe."""
+
+    __slots__ = ("_lock", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    def first(self, cause: Unread) -> bool:
+        """Whether ``cause`` is to be logged now (never logged before, and the limit not reached)."""
+        key = hashlib.blake2b(repr((cause.reason, cause.keys)).encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
+        with self._lock:
+            if key in self._seen or len(self._seen) >= MAX_UNREAD_LOGGED:
+                return False
+            self._seen.add(key)
+            return True
