@@ -37,6 +37,7 @@ from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, UnreadTrace, message
+from ..conventions.versions import TraceVersions, Versions, version_attributes, version_keys
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
@@ -166,7 +167,7 @@ class _Trace:
     """
 
     __slots__ = ("agent_name", "agents", "failed", "has_tools", "judge", "key", "refused", "root", "tool_ends", "tools",
-                 "turns", "unread")
+                 "turns", "unread", "versions")
 
     def __init__(self) -> None:
         self.agents: list[_Agent] = []
@@ -186,6 +187,8 @@ class _Trace:
         self.failed = False
         self.refused = False
         self.agent_name: str | None = None
+        # The trace's versions (conventions/versions.py), for its verdict events and its task outcome.
+        self.versions = TraceVersions()
 
     def unread_now(self) -> UnreadTrace:
         """The trace's unread-input record (made on first use)."""
@@ -368,6 +371,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
         self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
+        self._version_keys = version_keys(self.config)
+        # The last span resource seen and its attributes as a plain dict (a provider has one resource).
+        self._resource: tuple[Any, dict[str, Any]] = (None, _EMPTY)
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -500,6 +506,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(ctx.trace_id, start * 1e-9 if start else time.time())
         with slot.lock:
             record = slot.state
+            record.versions.note(self._versions_of(span, attrs), start or 0, ctx.span_id)
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT:
@@ -608,8 +615,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             judge = self._judge_of(trace_id)
             told = judge.resolve(approved) if judge is not None else []
             target = self._target(trace_id, slot.state) if told else None
+            versions = slot.state.versions.values()
         for item in told:
-            self._publish(trace_id, item, target, None, _agent_of(self._extractor, target), None)
+            self._publish(trace_id, item, target, None, _agent_of(self._extractor, target), None, versions)
         self._drain()  # hands the held event to the SDK
         return told[0].observation.intervention if told else NO_INTERVENTION  # type: ignore[return-value]
 
@@ -776,6 +784,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         told: list[Judged] = []
         with slot.lock:
             record = slot.state
+            record.versions.note(self._versions_of(span, attrs), start or 0, ctx.span_id)
             parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
             # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
             # for the rest). The agent and conversation are read only when an event is told.
@@ -835,6 +844,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
+            record.versions.note(self._versions_of(span, attrs), span.start_time or 0, ctx.span_id)
             if self._late_agents.refs:
                 self._learn_agents(trace_id, record)
             key = record.key
@@ -920,12 +930,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
         (looked up only now: most calls tell nothing)."""
         with slot.lock:
             target = self._target(trace_id, slot.state)
+            versions = slot.state.versions.values()
         # An agent span whose attributes arrived after its start is recognised by what it carries now.
         label = (label or (self._extractor.agent_name(attrs, name=span_name) if span_name else None)
                  or _agent_of(self._extractor, target))
         conversation = conversation_id(attrs)
         for item in told:
-            self._publish(trace_id, item, target, ctx, label, conversation)
+            self._publish(trace_id, item, target, ctx, label, conversation, versions)
 
     def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
@@ -933,6 +944,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(span.context.trace_id, end * 1e-9 if end else time.time())
         with slot.lock:
             record = slot.state
+            record.versions.note(self._versions_of(span, attrs), span.start_time or 0, span_id)
             record.unread_now().model(attrs)
             agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
@@ -957,6 +969,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._forget_slot(trace_id)
         if record is None:
             return
+        if root is not None:
+            record.versions.note(self._versions_of(root, _plain(root.attributes)), root.start_time or 0,
+                                 root.context.span_id)
         turns = record.turns
         if turns is not None and turns.derive:
             # Calls derived from model spans that never got a result are judged now, without one.
@@ -978,7 +993,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         # Inner spans held for a parent that never ended are judged now.
         for item in judge.finish(None):
-            self._publish(trace_id, item, self._target(trace_id, record), None, None, None)
+            self._publish(trace_id, item, self._target(trace_id, record), None, None, None, record.versions.values())
         self._finished(judge, None)
         self._task_ended(record, judge, root)
         slot = self._finished_traces.slot(trace_id, time.time())
@@ -996,10 +1011,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent=record.agent_name,
             turns=record.turns.calls if record.turns is not None else 0,
             tool_calls=judge.steps if judge is not None else 0,
+            tool_errors=judge.failed_calls if judge is not None else 0,
             cost_usd=judge.known_cost if judge is not None else None,
             duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
-            versions=self._stamps,
+            versions=dict(record.versions.values()),
         ))
+
+    def _versions_of(self, span: Any, attrs: Any) -> Versions:
+        """The versions a span carries (conventions/versions.py); its resource's attributes are copied once per
+        resource, not per span."""
+        resource = getattr(span, "resource", None)
+        known = self._resource
+        if resource is not known[0]:
+            known = self._resource = (resource, _plain(resource.attributes) if resource is not None else _EMPTY)
+        return version_attributes(attrs, known[1], self._version_keys)
 
     def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
         """Judge derived calls at the trace's end (the record is out of the store: no other hook holds it)."""
@@ -1029,7 +1054,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     agent.tool_calls += 1
         label = (agent.name if agent is not None else None) or _agent_of(self._extractor, target)
         for item in told:
-            self._publish(trace_id, item, target, None, label, None)
+            self._publish(trace_id, item, target, None, label, None, record.versions.values())
 
     def _report_unread(self, causes: list[Unread]) -> None:
         """Count unread spans; log each cause (reason and keys) once per processor."""
@@ -1054,7 +1079,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._fail("evict", exc)
 
     def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
-                 agent: str | None, conversation: str | None) -> None:
+                 agent: str | None, conversation: str | None, versions: Versions = ()) -> None:
         observation = judged.observation
         step = judged.step
         call = step.call if step is not None else None
@@ -1074,6 +1099,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             signature_digest=observation.signature_digest,
             steps=judged.steps,
             timestamp_ns=end or None,
+            versions=versions,
         )
         self._emitter.emit(event, target)
         for listener in self._listeners:

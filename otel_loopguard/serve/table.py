@@ -22,15 +22,16 @@ from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_hand
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.span import SpanRecord, ended_in_error, version_attributes
+from ..conventions.span import SpanRecord, ended_in_error
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.versions import TraceVersions, Versions, version_attributes, version_keys
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import EVICT_CAPACITY
-from ..sdk.emit import VerdictEvent, bounded_name
+from ..sdk.emit import VerdictEvent
 
 SERVE_SOURCE = "serve"
 
@@ -156,7 +157,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps", "versions")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -168,6 +169,8 @@ class _Batch:
         self.agents: list[SpanRecord] = []
         # Root spans (for the task outcome: error status, duration, version attributes).
         self.roots: list[SpanRecord] = []
+        # (versions, start, span id) of the spans that carry any (conventions/versions.py).
+        self.versions: list[tuple[Versions, int, int]] = []
         self.by_id: dict[int, SpanRecord] | None = None
 
     def span(self, span_id: int) -> SpanRecord | None:
@@ -241,12 +244,10 @@ class _Agent:
     """An agent span of a trace: the innermost one whose time holds a tool call's end is that call's agent
     (as in the processor, where it is the innermost agent span open when the call ends)."""
 
-    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told", "versions")
+    __slots__ = ("end_ns", "name", "span_id", "start_ns", "told")
 
     def __init__(self, span: SpanRecord, name: str | None) -> None:
         self.span_id = span.span_id
-        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
-        self.versions = _bounded_versions(span)
         self.start_ns = span.start_ns
         self.end_ns = span.end_ns
         self.name = name
@@ -257,16 +258,11 @@ class _Agent:
         return self.start_ns <= end_ns <= self.end_ns
 
 
-def _bounded_versions(span: SpanRecord) -> dict[str, str]:
-    """The span's version stamps, each value bounded as every emitted name is."""
-    return {key: bounded_name(value) for key, value in version_attributes(span.attributes).items()}
-
-
 def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch tells of the task's outcome: a root span (its error status; kept for duration and versions),
+    """What a batch tells of the task's outcome: a root span (its error status; its times kept for the duration),
     a refused model call."""
     for root in batch.roots:
-        trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
+        trace.root = (root.start_ns, root.end_ns)
         if ended_in_error(root.status_error, (e[0] for e in root.events)):
             trace.failed = True
     if not trace.refused and any(refused(span.attributes) for span in batch.models):
@@ -276,7 +272,7 @@ def _note_task(trace: _Trace, batch: _Batch) -> None:
 class _Trace:
     __slots__ = ("agent_ids", "agents", "changed", "context", "failed", "has_tools", "judge", "kept", "key",
                  "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "tenant",
-                 "tool_ends", "trace_id", "tracked", "turns", "unread")
+                 "tool_ends", "trace_id", "tracked", "turns", "unread", "versions")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         self.trace_id = trace_id
@@ -307,26 +303,29 @@ class _Trace:
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
         # For the task outcome: an agent or root span with error status; a refused model call; the root span's
-        # times and bounded version stamps (never the span: a finished trace is remembered).
+        # times (never the span: a finished trace is remembered).
         self.failed = False
         self.refused = False
-        self.root: tuple[int, int, dict[str, str]] | None = None
+        self.root: tuple[int, int] | None = None
+        # Its versions (bounded values), for its events and its task outcome.
+        self.versions = TraceVersions()
 
     def task(self) -> TaskOutcome:
-        """How the trace ended so far: its outcome, outermost agent, figures and the version attributes of its root
-        (else its outermost agent span); the duration is that span's."""
+        """How the trace ended so far: its outcome, outermost agent, figures and versions; the duration is its root
+        span's (else its outermost agent span's)."""
         judge = self.judge
         outer = min(self.agents or (), key=attrgetter("start_ns"), default=None)
         span = self.root if self.root is not None else (
-            (outer.start_ns, outer.end_ns, outer.versions) if outer is not None else None)
+            (outer.start_ns, outer.end_ns) if outer is not None else None)
         return TaskOutcome(
             outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
             agent=outer.name if outer is not None else None,
             turns=self.turns.judge.calls if self.turns is not None else 0,
             tool_calls=judge.steps,
+            tool_errors=judge.failed_calls,
             cost_usd=judge.known_cost,
             duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
-            versions=span[2] if span is not None else {},
+            versions=dict(self.versions.values()),
         )
 
     def agent_at(self, end_ns: int) -> str | None:
@@ -387,6 +386,7 @@ class TraceTable:
         # The configuration's redaction placeholders and user-defined conventions apply.
         # The agent and conversation of a step are read only when an event is made (_event), not for every span.
         self._reader = StepReader(config=engine.config, context=False)
+        self._version_keys = version_keys(engine.config)
         #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
         #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
         #: traces opened from then on.
@@ -423,6 +423,7 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
+        keys = self._version_keys
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -437,6 +438,9 @@ class TraceTable:
             role, row = read_role(span.attributes, span.name)
             if span.parent_span_id is None:
                 batch.roots.append(span)
+            found = version_attributes(span.attributes, span.resource, keys)
+            if found:
+                batch.versions.append((found, span.start_ns, span.span_id))
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
@@ -576,6 +580,8 @@ class TraceTable:
             news |= self._note_agents(trace, batch.agents)
         if batch.roots or batch.models:
             _note_task(trace, batch)
+        for found, start_ns, span_id in batch.versions:
+            trace.versions.note(found, start_ns, span_id)
         added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
             turns = trace.turns
@@ -872,6 +878,7 @@ class TraceTable:
             timestamp_ns=step.end_ns if step is not None else (trace.max_end_ns or None),
             provisional=judged.provisional,
             tenant=trace.tenant or None,
+            versions=trace.versions.values(),
         )
 
     def _count(self, counts: dict[str, int]) -> None:

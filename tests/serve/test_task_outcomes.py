@@ -77,7 +77,7 @@ def test_figures_agent_and_versions_of_a_priced_task() -> None:
             [point] = _points(h, name)
             assert (point.count, point.sum) == (1, total), name
             assert dict(point.attributes) == {OUTCOME: "success", "gen_ai.agent.name": "planner",
-                                              "app.prompt.version": "p7"}, name
+                                              "app.prompt.version": "p7", "gen_ai.request.model": "m1"}, name
 
 
 def test_exception_event_on_a_plain_root() -> None:
