@@ -38,15 +38,20 @@ def version_keys(config: LoopGuardConfig) -> tuple[str, ...]:
 
 def version_attributes(attrs: Mapping[str, Any], resource: Mapping[str, Any], keys: tuple[str, ...]) -> Versions:
     """The versions one span carries: (name, bounded value) for each of ``keys`` found in its attributes, else in
-    its resource's. A value that is not a scalar (a list, a map) is not a version and is skipped."""
+    its resource's. Only a scalar other than empty text is a version (a list, a map or "" is passed over)."""
     found = []
     for key in keys:
         value = attrs.get(key)
-        if value is None:
+        if not _usable(value):
             value = resource.get(key)
-        if value is not None and isinstance(value, _SCALARS) and value != "":
-            found.append((key, bounded_name(str(value))))
+            if not _usable(value):
+                continue
+        found.append((key, bounded_name(str(value))))
     return tuple(found)
+
+
+def _usable(value: Any) -> bool:
+    return value is not None and isinstance(value, _SCALARS) and value != ""
 
 
 class TraceVersions:

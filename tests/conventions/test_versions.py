@@ -1,0 +1,72 @@
+"""The versions read from spans (conventions/versions.py) and the ``version_attributes`` setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_loopguard import LoopGuardConfig
+from otel_loopguard.conventions.versions import TraceVersions, version_attributes, version_keys
+from otel_loopguard.errors import ConfigError
+
+FIXED = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version",
+         "app.tools.version", "app.model.version", "app.harness.version")
+
+
+def test_keys_fixed_then_configured_each_once() -> None:
+    """The seven fixed names come first; configured ones follow, a repeated fixed name only once."""
+    assert version_keys(LoopGuardConfig()) == FIXED
+    config = LoopGuardConfig(version_attributes=("prompt.id_version", "gen_ai.request.model", "tools.hash"))
+    assert version_keys(config) == (*FIXED, "prompt.id_version", "tools.hash")
+
+
+def test_span_attribute_before_resource_and_scalars_only() -> None:
+    """A span's own value wins over its resource's; the resource fills in; lists, maps and empty text are skipped;
+    numbers become text."""
+    keys = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version", "n")
+    attrs = {"service.version": "span-1", "gen_ai.agent.version": ["a", "b"], "app.prompt.version": "", "n": 3}
+    resource = {"service.version": "res-1", "gen_ai.request.model": "m1", "gen_ai.agent.version": "res-a"}
+    assert version_attributes(attrs, resource, keys) == (
+        ("service.version", "span-1"), ("gen_ai.agent.version", "res-a"), ("gen_ai.request.model", "m1"), ("n", "3"))
+
+
+def test_value_bounded_and_escaped() -> None:
+    """A 200-character value holding ESC becomes 128 printable characters ending in ``~`` and 12 hex digits."""
+    [(key, value)] = version_attributes({"k": "\x1b[2J" + "y" * 196}, {}, ("k",))
+    assert key == "k"
+    assert len(value) == 128
+    assert value.startswith("\\x1b[2J")
+    assert value[-13] == "~"
+    assert value.isprintable()
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 2, 0)])
+def test_trace_versions_earliest_span_whatever_the_order(order: tuple[int, ...]) -> None:
+    """Per name, the earliest-starting span's value (a tie: the lower span id), whatever order they are noted in."""
+    spans = [((("m", "late"),), 30, 1), ((("m", "early"), ("p", "p2")), 10, 9), ((("m", "tie"), ("p", "p1")), 10, 4)]
+    versions = TraceVersions()
+    for i in order:
+        versions.note(*spans[i])
+    assert versions.values() == (("m", "tie"), ("p", "p1"))
+
+
+@pytest.mark.parametrize(("names", "message"), [
+    (tuple(f"a{i}" for i in range(9)), "at most 8"),
+    (("",), "is not an attribute name"),
+    (("bad\nname",), "is not an attribute name"),
+    (("has space",), "is not an attribute name"),
+    (("x" * 129,), "is not an attribute name"),
+    (("loopguard.verdict",), "loopguard's own"),
+    ("app.prompt.version", "must be a list of strings"),
+])
+def test_bad_version_attributes_raise(names: object, message: str) -> None:
+    """Too many names, a name that is empty, unprintable, spaced, too long or loopguard's own raise a clear error."""
+    with pytest.raises(ConfigError, match="version_attributes") as info:
+        LoopGuardConfig(version_attributes=names)  # type: ignore[arg-type]
+    assert message in str(info.value)
+
+
+def test_version_attributes_default_and_duplicates() -> None:
+    """By default no extra name; eight names are accepted, duplicates kept once."""
+    assert LoopGuardConfig().version_attributes == ()
+    names = tuple(f"a{i}" for i in range(8))
+    assert LoopGuardConfig(version_attributes=(*names, "a0")).version_attributes == names
