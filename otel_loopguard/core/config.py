@@ -74,6 +74,8 @@ VERSION_KEYS: tuple[str, ...] = ("prompt", "tools", "model", "harness")
 #: task metric, so both are bounded.
 MAX_VERSION_ATTRIBUTES = 8
 MAX_VERSION_ATTRIBUTE_CHARS = 128
+# The namespace of loopguard's own attributes (conventions/names.py): never read as a version.
+_OWN_NAMESPACE = "loopguard"
 
 @dataclass(frozen=True)
 class RedactedValue:
@@ -213,7 +215,7 @@ def _version_attributes(name: str, value: Any) -> tuple[str, ...]:
         if not item or len(item) > MAX_VERSION_ATTRIBUTE_CHARS or escaped(item) != item or " " in item:
             raise ConfigError(f"{name}: {escaped(item, 40)!r} is not an attribute name (1 to "
                               f"{MAX_VERSION_ATTRIBUTE_CHARS} printable characters, no space)")
-        if item.startswith("loopguard."):
+        if item.partition(".")[0] == _OWN_NAMESPACE:
             raise ConfigError(f"{name}: {item!r} is one of loopguard's own attributes")
     return names
 

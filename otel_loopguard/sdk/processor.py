@@ -206,6 +206,24 @@ class _Trace:
         return self.root() if self.root is not None else None
 
 
+class _VersionReader:
+    """The versions a span carries (conventions/versions.py). Its resource's attributes are copied once per
+    resource, not per span: a provider has one resource."""
+
+    __slots__ = ("keys", "resource")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.resource: tuple[Any, dict[str, Any]] = (None, _EMPTY)
+
+    def __call__(self, span: Any, attrs: Any) -> Versions:
+        resource = getattr(span, "resource", None)
+        known = self.resource
+        if resource is not known[0]:
+            known = self.resource = (resource, _plain(resource.attributes) if resource is not None else _EMPTY)
+        return version_attributes(attrs, known[1], self.keys)
+
+
 class _Roots:
     """Local roots by trace id, held weakly: an entry goes when its span is freed, so the index is never larger
     than the set of roots the application itself still holds (a dict of weak references, tested in C by
@@ -371,9 +389,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
         self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
-        self._version_keys = version_keys(self.config)
-        # The last span resource seen and its attributes as a plain dict (a provider has one resource).
-        self._resource: tuple[Any, dict[str, Any]] = (None, _EMPTY)
+        self._versions_of = _VersionReader(version_keys(self.config))
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -1016,15 +1032,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
             duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
             versions=dict(record.versions.values()),
         ))
-
-    def _versions_of(self, span: Any, attrs: Any) -> Versions:
-        """The versions a span carries (conventions/versions.py); its resource's attributes are copied once per
-        resource, not per span."""
-        resource = getattr(span, "resource", None)
-        known = self._resource
-        if resource is not known[0]:
-            known = self._resource = (resource, _plain(resource.attributes) if resource is not None else _EMPTY)
-        return version_attributes(attrs, known[1], self._version_keys)
 
     def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
         """Judge derived calls at the trace's end (the record is out of the store: no other hook holds it)."""

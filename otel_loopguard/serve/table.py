@@ -173,6 +173,12 @@ class _Batch:
         self.versions: list[tuple[Versions, int, int]] = []
         self.by_id: dict[int, SpanRecord] | None = None
 
+    def note_versions(self, span: SpanRecord, keys: tuple[str, ...]) -> None:
+        """Keep the versions the span carries, if any (noted on the trace under its lock)."""
+        found = version_attributes(span.attributes, span.resource, keys)
+        if found:
+            self.versions.append((found, span.start_ns, span.span_id))
+
     def span(self, span_id: int) -> SpanRecord | None:
         """The batch's tool span of this id (looked up only when an event is made)."""
         by_id = self.by_id
@@ -423,7 +429,6 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
-        keys = self._version_keys
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -438,9 +443,7 @@ class TraceTable:
             role, row = read_role(span.attributes, span.name)
             if span.parent_span_id is None:
                 batch.roots.append(span)
-            found = version_attributes(span.attributes, span.resource, keys)
-            if found:
-                batch.versions.append((found, span.start_ns, span.span_id))
+            batch.note_versions(span, self._version_keys)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
