@@ -37,6 +37,7 @@ from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
 from .unread import UnreadTrace
+from .versions import TraceVersions, version_attributes, version_keys
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
 
@@ -162,7 +163,7 @@ class _Held:
     """One trace held until the input ends."""
 
     __slots__ = ("best", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "results", "sources", "tools",
-                 "turn_ids", "turns", "unread")
+                 "turn_ids", "turns", "unread", "versions")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -182,6 +183,13 @@ class _Held:
         self.sources: list[str] = []
         # Per grouping attribute: ((start_ns, end_ns, span_id), value) of the earliest span that has it.
         self.best: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        # The trace's versions, when the collector reads them (made at the first span that has one).
+        self.versions: TraceVersions | None = None
+
+
+def _new_versions(held: _Held) -> TraceVersions:
+    held.versions = TraceVersions()
+    return held.versions
 
 
 class TraceCollector:
@@ -194,11 +202,13 @@ class TraceCollector:
         observed_at: the observation time of every trace; by default each trace's last span end.
         max_buffer_bytes: what is held at most (estimated bytes); beyond it the least recently active trace is
             released early, its report marked partial.
+        versions: read each trace's versions onto its report (:attr:`TraceReport.versions`), as ``serve`` does.
     """
 
     def __init__(self, engine: LoopEngine, *, group_by: Iterable[str] = (), observed_at: float | None = None,
-                 max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+                 max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, versions: bool = False) -> None:
         self.engine = engine
+        self._version_keys = version_keys(engine.config) if versions else ()
         self._reader = StepReader(context=False, config=engine.config)
         self._read_role = self._reader.extractor.read_role
         self._group_by = tuple(group_by)
@@ -249,6 +259,8 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
+        if self._version_keys and (found := version_attributes(span.attributes, span.resource, self._version_keys)):
+            (held.versions or _new_versions(held)).note(found, span.start_ns, span.span_id)
         attrs = span.attributes
         role, row = self._read_role(attrs, span.name)
         if role == ROLE_TOOL:
@@ -443,6 +455,8 @@ class TraceCollector:
         causes = held.unread.causes()
         if causes:
             report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+        if held.versions is not None:
+            report = dataclasses.replace(report, versions=held.versions.values())
         return report
 
 

@@ -332,6 +332,8 @@ class TraceReport:
         duplicates: spans of the trace delivered more than once (counted once).
         unread: why spans that look like an agent's could not be read as tool calls (JSON objects with
             ``reason``, ``keys``, ``spans``, ``message``; filled in by the conventions layer).
+        versions: the trace's versions, (name, bounded value) sorted by name (``serve``; ``audit`` and ``report``
+            when their collector is asked for them; see otel_loopguard/conventions/versions.py).
     """
 
     source: str
@@ -349,6 +351,7 @@ class TraceReport:
     failed_calls: int = 0
     duplicates: int = 0
     unread: tuple[dict[str, Any], ...] = ()
+    versions: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object ``otel-loopguard audit --json`` prints for this trace."""

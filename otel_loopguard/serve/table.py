@@ -823,7 +823,8 @@ class TraceTable:
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
             for judged in told:
                 events.append(self._event(trace, judged))
-            report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}")
+            report = dataclasses.replace(judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}"),
+                                         versions=trace.versions.values())
             known_cost = judge.known_cost is not None
             counts = dict.fromkeys(_COUNTERS, 0)
             counts["finished_traces"] = 1

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from otel_loopguard import LoopGuardConfig
+from otel_loopguard.conventions.span import SpanRecord
+from otel_loopguard.conventions.traces import TraceCollector
 from otel_loopguard.conventions.versions import TraceVersions, version_attributes, version_keys
+from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.errors import ConfigError
 
 FIXED = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version",
@@ -70,3 +73,28 @@ def test_version_attributes_default_and_duplicates() -> None:
     assert LoopGuardConfig().version_attributes == ()
     names = tuple(f"a{i}" for i in range(8))
     assert LoopGuardConfig(version_attributes=(*names, "a0")).version_attributes == names
+
+
+def test_collector_puts_versions_on_reports_when_asked() -> None:
+    """``TraceCollector(versions=True)`` reports the earliest span's values (a resource's release, the first model),
+    whatever order the spans come in; by default a report has none."""
+    s = 10**9
+    resource = {"service.version": "2.3.1"}
+    spans = [
+        SpanRecord(1, 1, None, "invoke_agent a", 0, 10 * s,
+                   {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}, resource),
+        SpanRecord(1, 2, 1, "chat m1", 1 * s, 2 * s, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"},
+                   resource),
+        SpanRecord(1, 3, 1, "chat m2", 3 * s, 4 * s, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m2"},
+                   resource),
+    ]
+    engine = LoopEngine(LoopGuardConfig())
+    collector = TraceCollector(engine, versions=True)
+    for span in reversed(spans):
+        collector.add(span, "file")
+    [report] = collector.finish()
+    assert report.versions == (("gen_ai.request.model", "m1"), ("service.version", "2.3.1"))
+    plain = TraceCollector(engine)
+    for span in spans:
+        plain.add(span, "file")
+    assert plain.finish()[0].versions == ()

@@ -74,6 +74,7 @@ def test_versions_on_events_and_task_metrics_whatever_the_order() -> None:
             assert {key: (record.attributes or {}).get(key) for key in VERSIONS} == VERSIONS
         [outcome] = _points(h, "loopguard.task.outcomes")
         assert dict(outcome.attributes) == {OUTCOME: "stopped", "gen_ai.agent.name": "planner", **VERSIONS}
+        assert h.reports[0].versions == tuple(sorted(VERSIONS.items()))
 
 
 def test_turns_tool_errors_and_refusal_part() -> None:
