@@ -50,14 +50,6 @@ def _tool(trace_id: int, i: int, tool: str = "search", *, error: bool = False) -
     return _span(trace_id, 0x300 + i, 0x100, f"execute_tool {tool}", 1 + i, attrs, error=error)
 
 
-def _points(h: Harness, name: str) -> list[Any]:
-    """The data points of one metric."""
-    data = h.metrics.get_metrics_data()
-    assert data is not None
-    return [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics if m.name == name
-            for p in m.data.data_points]
-
-
 def test_versions_on_events_and_task_metrics_whatever_the_order() -> None:
     """A looping trace sent in reverse start order: every verdict event and the task carry the versions of the
     earliest span that has each (m1, not the later m2)."""
@@ -72,7 +64,7 @@ def test_versions_on_events_and_task_metrics_whatever_the_order() -> None:
         assert records
         for record in records:
             assert {key: (record.attributes or {}).get(key) for key in VERSIONS} == VERSIONS
-        [outcome] = _points(h, "loopguard.task.outcomes")
+        [outcome] = h.points("loopguard.task.outcomes")
         assert dict(outcome.attributes) == {OUTCOME: "stopped", "gen_ai.agent.name": "planner", **VERSIONS}
         assert h.reports[0].versions == tuple(sorted(VERSIONS.items()))
 
@@ -90,6 +82,6 @@ def test_turns_tool_errors_and_refusal_part() -> None:
         assert h.wait_reports(1)
         figures = {name: (point.attributes[OUTCOME], point.count, point.sum)
                    for name in ("loopguard.task.turns", "loopguard.task.tool_calls", "loopguard.task.tool_errors")
-                   for point in _points(h, name)}
+                   for point in h.points(name)}
         assert figures == {"loopguard.task.turns": ("refused", 1, 2), "loopguard.task.tool_calls": ("refused", 1, 3),
                            "loopguard.task.tool_errors": ("refused", 1, 1)}
