@@ -528,7 +528,7 @@ class LoopGuardConfig:
     tools: Mapping[str, ToolSettings] = _setting(factory=dict, check=_mapping_of(ToolSettings))
     # From LOOPGUARD_VERSION_<KEY>, one variable per key (see _from_env).
     versions: Mapping[str, str] = _setting(factory=dict, check=_versions)
-    version_attributes: tuple[str, ...] = _setting((), check=_version_attributes)
+    version_attributes: tuple[str, ...] = _setting((), check=_version_attributes, env=_extendable((), tuple))
     max_traces: int = _setting(10_000, check=_positive_int, env=int)
     trace_ttl_seconds: float = _setting(3600.0, check=_positive, env=float)
     max_tool_names: int = _setting(100, check=_positive_int, env=int)

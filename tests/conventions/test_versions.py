@@ -98,3 +98,12 @@ def test_collector_puts_versions_on_reports_when_asked() -> None:
     for span in spans:
         plain.add(span, "file")
     assert plain.finish()[0].versions == ()
+
+
+def test_version_attributes_from_the_environment(caplog: pytest.LogCaptureFixture) -> None:
+    """``LOOPGUARD_VERSION_ATTRIBUTES`` is a comma-separated list; a bad one warns and keeps the default."""
+    config = LoopGuardConfig.load(environ={"LOOPGUARD_VERSION_ATTRIBUTES": "langfuse.prompt.version, app.toolset.hash"})
+    assert config.version_attributes == ("langfuse.prompt.version", "app.toolset.hash")
+    bad = LoopGuardConfig.load(environ={"LOOPGUARD_VERSION_ATTRIBUTES": "loopguard.verdict"})
+    assert bad.version_attributes == ()
+    assert "LOOPGUARD_VERSION_ATTRIBUTES" in caplog.text
