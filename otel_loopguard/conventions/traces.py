@@ -37,7 +37,7 @@ from .model_calls import Turn, TurnJudge
 from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord
 from .unread import UnreadTrace
-from .versions import TraceVersions, version_attributes, version_keys
+from .versions import TraceVersions, VersionReader, version_keys
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
 
@@ -208,7 +208,7 @@ class TraceCollector:
     def __init__(self, engine: LoopEngine, *, group_by: Iterable[str] = (), observed_at: float | None = None,
                  max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, versions: bool = False) -> None:
         self.engine = engine
-        self._version_keys = version_keys(engine.config) if versions else ()
+        self._read_versions = VersionReader(version_keys(engine.config)) if versions else None
         self._reader = StepReader(context=False, config=engine.config)
         self._read_role = self._reader.extractor.read_role
         self._group_by = tuple(group_by)
@@ -259,7 +259,7 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
-        if self._version_keys and (found := version_attributes(span.attributes, span.resource, self._version_keys)):
+        if self._read_versions is not None and (found := self._read_versions(span.attributes, span.resource)):
             (held.versions or _new_versions(held)).note(found, span.start_ns, span.span_id)
         attrs = span.attributes
         role, row = self._read_role(attrs, span.name)

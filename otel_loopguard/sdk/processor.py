@@ -37,7 +37,7 @@ from ..conventions.model_calls import ORIGIN_DERIVED, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, UnreadTrace, message
-from ..conventions.versions import TraceVersions, Versions, version_attributes, version_keys
+from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
@@ -94,6 +94,13 @@ def _events(span: ReadableSpan) -> Any:
     """A span's events as (name, attributes), read only when the convention needs them (``span.events`` copies)."""
     for e in span.events:
         yield e.name, e.attributes or _EMPTY
+
+
+def _versions_of(read: VersionReader, span: Any, attrs: Any) -> Versions:
+    """The versions a span carries: its attributes', then its resource's (the SDK's resource keeps one attributes
+    object, so the reader reads it once)."""
+    resource = getattr(span, "resource", None)
+    return read(attrs, resource.attributes if resource is not None else _EMPTY)
 
 
 def _failed(span: ReadableSpan) -> bool:
@@ -204,24 +211,6 @@ class _Trace:
             if span is not None:
                 return span
         return self.root() if self.root is not None else None
-
-
-class _VersionReader:
-    """The versions a span carries (conventions/versions.py). Its resource's attributes are copied once per
-    resource, not per span: a provider has one resource."""
-
-    __slots__ = ("keys", "resource")
-
-    def __init__(self, keys: tuple[str, ...]) -> None:
-        self.keys = keys
-        self.resource: tuple[Any, dict[str, Any]] = (None, _EMPTY)
-
-    def __call__(self, span: Any, attrs: Any) -> Versions:
-        resource = getattr(span, "resource", None)
-        known = self.resource
-        if resource is not known[0]:
-            known = self.resource = (resource, _plain(resource.attributes) if resource is not None else _EMPTY)
-        return version_attributes(attrs, known[1], self.keys)
 
 
 class _Roots:
@@ -389,7 +378,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
         self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
-        self._versions_of = _VersionReader(version_keys(self.config))
+        self._read_versions = VersionReader(version_keys(self.config))
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -522,7 +511,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(ctx.trace_id, start * 1e-9 if start else time.time())
         with slot.lock:
             record = slot.state
-            record.versions.note(self._versions_of(span, attrs), start or 0, ctx.span_id)
+            record.versions.note(_versions_of(self._read_versions, span, attrs), start or 0, ctx.span_id)
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT:
@@ -800,7 +789,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         told: list[Judged] = []
         with slot.lock:
             record = slot.state
-            record.versions.note(self._versions_of(span, attrs), start or 0, ctx.span_id)
+            record.versions.note(_versions_of(self._read_versions, span, attrs), start or 0, ctx.span_id)
             parent_open, agent = self._note_tool(record, span, trace_id, ctx.span_id, attrs, call, row.convention)
             # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
             # for the rest). The agent and conversation are read only when an event is told.
@@ -860,7 +849,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
-            record.versions.note(self._versions_of(span, attrs), span.start_time or 0, ctx.span_id)
+            record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, ctx.span_id)
             if self._late_agents.refs:
                 self._learn_agents(trace_id, record)
             key = record.key
@@ -960,7 +949,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(span.context.trace_id, end * 1e-9 if end else time.time())
         with slot.lock:
             record = slot.state
-            record.versions.note(self._versions_of(span, attrs), span.start_time or 0, span_id)
+            record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, span_id)
             record.unread_now().model(attrs)
             agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
@@ -986,7 +975,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if record is None:
             return
         if root is not None:
-            record.versions.note(self._versions_of(root, _plain(root.attributes)), root.start_time or 0,
+            record.versions.note(_versions_of(self._read_versions, root, _plain(root.attributes)), root.start_time or 0,
                                  root.context.span_id)
         turns = record.turns
         if turns is not None and turns.derive:

@@ -25,7 +25,7 @@ from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
-from ..conventions.versions import TraceVersions, Versions, version_attributes, version_keys
+from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
@@ -173,9 +173,9 @@ class _Batch:
         self.versions: list[tuple[Versions, int, int]] = []
         self.by_id: dict[int, SpanRecord] | None = None
 
-    def note_versions(self, span: SpanRecord, keys: tuple[str, ...]) -> None:
+    def note_versions(self, span: SpanRecord, read: VersionReader) -> None:
         """Keep the versions the span carries, if any (noted on the trace under its lock)."""
-        found = version_attributes(span.attributes, span.resource, keys)
+        found = read(span.attributes, span.resource)
         if found:
             self.versions.append((found, span.start_ns, span.span_id))
 
@@ -429,6 +429,7 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
+        read_versions = VersionReader(self._version_keys)  # one per request: a request's spans share resources
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -443,7 +444,7 @@ class TraceTable:
             role, row = read_role(span.attributes, span.name)
             if span.parent_span_id is None:
                 batch.roots.append(span)
-            batch.note_versions(span, self._version_keys)
+            batch.note_versions(span, read_versions)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:

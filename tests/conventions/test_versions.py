@@ -7,7 +7,7 @@ import pytest
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.conventions.traces import TraceCollector
-from otel_loopguard.conventions.versions import TraceVersions, version_attributes, version_keys
+from otel_loopguard.conventions.versions import TraceVersions, VersionReader, version_attributes, version_keys
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.errors import ConfigError
 
@@ -15,26 +15,27 @@ FIXED = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app
          "app.tools.version", "app.model.version", "app.harness.version")
 
 
-def test_keys_fixed_then_configured_each_once() -> None:
-    """The seven fixed names come first; configured ones follow, a repeated fixed name only once."""
-    assert version_keys(LoopGuardConfig()) == FIXED
+def test_keys_fixed_and_configured() -> None:
+    """The seven fixed names, and the configured ones besides (a repeated fixed name is one name)."""
+    assert version_keys(LoopGuardConfig()) == frozenset(FIXED)
     config = LoopGuardConfig(version_attributes=("prompt.id_version", "gen_ai.request.model", "tools.hash"))
-    assert version_keys(config) == (*FIXED, "prompt.id_version", "tools.hash")
+    assert version_keys(config) == frozenset((*FIXED, "prompt.id_version", "tools.hash"))
 
 
 def test_span_attribute_before_resource_and_scalars_only() -> None:
     """A span's own value wins over its resource's; the resource fills in; lists, maps and empty text are skipped;
     numbers become text."""
-    keys = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version", "n")
+    keys = frozenset(("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version", "n"))
     attrs = {"service.version": "span-1", "gen_ai.agent.version": ["a", "b"], "app.prompt.version": "", "n": 3}
     resource = {"service.version": "res-1", "gen_ai.request.model": "m1", "gen_ai.agent.version": "res-a"}
     assert version_attributes(attrs, resource, keys) == (
-        ("service.version", "span-1"), ("gen_ai.agent.version", "res-a"), ("gen_ai.request.model", "m1"), ("n", "3"))
+        ("gen_ai.agent.version", "res-a"), ("gen_ai.request.model", "m1"), ("n", "3"), ("service.version", "span-1"))
+    assert version_attributes({"other": "x"}, {"service.name": "a"}, keys) == ()
 
 
 def test_value_bounded_and_escaped() -> None:
     """A 200-character value holding ESC becomes 128 printable characters ending in ``~`` and 12 hex digits."""
-    [(key, value)] = version_attributes({"k": "\x1b[2J" + "y" * 196}, {}, ("k",))
+    [(key, value)] = version_attributes({"k": "\x1b[2J" + "y" * 196}, {}, frozenset({"k"}))
     assert key == "k"
     assert len(value) == 128
     assert value.startswith("\\x1b[2J")
@@ -107,3 +108,14 @@ def test_version_attributes_from_the_environment(caplog: pytest.LogCaptureFixtur
     bad = LoopGuardConfig.load(environ={"LOOPGUARD_VERSION_ATTRIBUTES": "loopguard.verdict"})
     assert bad.version_attributes == ()
     assert "LOOPGUARD_VERSION_ATTRIBUTES" in caplog.text
+
+
+def test_reader_merges_span_and_resource_versions() -> None:
+    """The reader gives a span's own version before its resource's, the resource's alone when the span has none,
+    and reads a new resource object anew."""
+    read = VersionReader(frozenset({"service.version", "gen_ai.request.model"}))
+    first = {"service.version": "1.0"}
+    assert read({"gen_ai.request.model": "m1"}, first) == (("gen_ai.request.model", "m1"), ("service.version", "1.0"))
+    assert read({"service.version": "span-2"}, first) == (("service.version", "span-2"),)
+    assert read({}, first) == (("service.version", "1.0"),)
+    assert read({}, {"service.version": "2.0"}) == (("service.version", "2.0"),)
