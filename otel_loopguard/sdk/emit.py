@@ -407,7 +407,7 @@ class Emitter:
 
     def task_finished(self, task: TaskOutcome) -> None:
         """A task (trace) ended: count its outcome and record its figures, with the outcome, the agent's capped
-        name and the version stamps as attributes (all low-cardinality; version values bounded)."""
+        name and the trace's versions as attributes (all low-cardinality: version values bounded and capped)."""
         attrs: dict[str, str] = {n.LOOPGUARD_OUTCOME: task.outcome}
         agent = self.agent_names(task.agent)
         if agent:
