@@ -392,7 +392,9 @@ class TraceTable:
         # The configuration's redaction placeholders and user-defined conventions apply.
         # The agent and conversation of a step are read only when an event is made (_event), not for every span.
         self._reader = StepReader(config=engine.config, context=False)
-        self._version_keys = version_keys(engine.config)
+        # Shared by the receiving threads: it swaps its cached (resource, versions) pair whole, so a race only
+        # reads a resource again.
+        self._read_versions = VersionReader(version_keys(engine.config))
         #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
         #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
         #: traces opened from then on.
@@ -429,7 +431,6 @@ class TraceTable:
         """
         # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
-        read_versions = VersionReader(self._version_keys)  # one per request: a request's spans share resources
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -444,7 +445,7 @@ class TraceTable:
             role, row = read_role(span.attributes, span.name)
             if span.parent_span_id is None:
                 batch.roots.append(span)
-            batch.note_versions(span, read_versions)
+            batch.note_versions(span, self._read_versions)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
