@@ -207,7 +207,8 @@ def _versions(name: str, value: Any) -> Mapping[str, str]:
 
 
 def _version_attributes(name: str, value: Any) -> tuple[str, ...]:
-    """Extra version attribute names: at most 8, each printable, at most 128 characters, none of loopguard's own."""
+    """Extra version attribute names: at most 8, each printable, at most 128 characters, none of loopguard's own and
+    no id (``.id``, ``_id``): every value becomes a metric attribute."""
     names = tuple(dict.fromkeys(_strings(name, value)))
     if len(names) > MAX_VERSION_ATTRIBUTES:
         raise ConfigError(f"{name} holds at most {MAX_VERSION_ATTRIBUTES} attribute names, got {len(names)}")
@@ -217,6 +218,8 @@ def _version_attributes(name: str, value: Any) -> tuple[str, ...]:
                               f"{MAX_VERSION_ATTRIBUTE_CHARS} printable characters, no space)")
         if item.partition(".")[0] == _OWN_NAMESPACE:
             raise ConfigError(f"{name}: {item!r} is one of loopguard's own attributes")
+        if item.lower().endswith((".id", "_id")):
+            raise ConfigError(f"{name}: {item!r} names an id, not a version (each value becomes a metric attribute)")
     return names
 
 
@@ -484,7 +487,7 @@ class LoopGuardConfig:
             instrumentation records, e.g. ``langfuse.prompt.version``), at most 8 names. Always read, without
             listing them: ``service.version``, ``gen_ai.agent.version``, ``gen_ai.request.model`` and the
             ``app.*.version`` stamps. Each goes on verdict events and task metrics (the earliest span that has it
-            gives its value; values are escaped and cut at 128 characters).
+            gives its value; values are escaped and cut at 128 characters), so no id (``.id``, ``_id``) is accepted.
         max_traces: how many traces are tracked at once; the least recently used is evicted beyond it.
         trace_ttl_seconds: a trace idle this long is evicted.
         max_tool_names: distinct tool names used as metric attributes before the rest become ``_OTHER``.

@@ -60,10 +60,13 @@ def test_trace_versions_earliest_span_whatever_the_order(order: tuple[int, ...])
     (("has space",), "is not an attribute name"),
     (("x" * 129,), "is not an attribute name"),
     (("loopguard.verdict",), "loopguard's own"),
+    (("gen_ai.conversation.id",), "names an id"),
+    (("session_id",), "names an id"),
     ("app.prompt.version", "must be a list of strings"),
 ])
 def test_bad_version_attributes_raise(names: object, message: str) -> None:
-    """Too many names, a name that is empty, unprintable, spaced, too long or loopguard's own raise a clear error."""
+    """Too many names, a name that is empty, unprintable, spaced, too long, loopguard's own or an id raise a clear
+    error."""
     with pytest.raises(ConfigError, match="version_attributes") as info:
         LoopGuardConfig(version_attributes=names)  # type: ignore[arg-type]
     assert message in str(info.value)
