@@ -471,6 +471,7 @@ class AssembledTrace(msgspec.Struct, frozen=True):
         source: the files it was read from (the first few).
         attributes: the values of the ``group_by`` attributes (the earliest span that has one gives it).
         partial: it was released early (the buffer was full), so its steps may be only part of it.
+        versions: the trace's versions when the collector reads them (see :class:`TraceCollector`).
     """
 
     trace_id: int
@@ -479,6 +480,7 @@ class AssembledTrace(msgspec.Struct, frozen=True):
     source: str
     attributes: dict[str, Any] | None = None
     partial: bool = False
+    versions: tuple[tuple[str, str], ...] = ()
 
 
 class StepCollector(TraceCollector):
@@ -486,4 +488,5 @@ class StepCollector(TraceCollector):
 
     def _report(self, trace_id: int, held: _Held) -> Any:
         return AssembledTrace(trace_id, tuple(self._assembled(held).assembled()), held.max_end_ns,
-                              self._source(held), self._attributes(held), held.partial)
+                              self._source(held), self._attributes(held), held.partial,
+                              held.versions.values() if held.versions is not None else ())

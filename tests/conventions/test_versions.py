@@ -6,7 +6,7 @@ import pytest
 
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.conventions.span import SpanRecord
-from otel_loopguard.conventions.traces import TraceCollector
+from otel_loopguard.conventions.traces import StepCollector, TraceCollector
 from otel_loopguard.conventions.versions import TraceVersions, VersionReader, version_attributes, version_keys
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.errors import ConfigError
@@ -81,7 +81,7 @@ def test_version_attributes_default_and_duplicates() -> None:
 
 def test_collector_puts_versions_on_reports_when_asked() -> None:
     """``TraceCollector(versions=True)`` reports the earliest span's values (a resource's release, the first model),
-    whatever order the spans come in; by default a report has none."""
+    whatever order the spans come in, and so does a StepCollector's assembled trace; by default a report has none."""
     s = 10**9
     resource = {"service.version": "2.3.1"}
     spans = [
@@ -102,6 +102,10 @@ def test_collector_puts_versions_on_reports_when_asked() -> None:
     for span in spans:
         plain.add(span, "file")
     assert plain.finish()[0].versions == ()
+    steps = StepCollector(engine, versions=True)
+    for span in spans:
+        steps.add(span, "file")
+    assert steps.finish()[0].versions == report.versions
 
 
 def test_version_attributes_from_the_environment(caplog: pytest.LogCaptureFixture) -> None:
