@@ -40,21 +40,18 @@ class AgentSpan:
 
     The processor keeps the open ones, innermost last, each with a weak reference to its span (where span events
     go: one that ends unseen frees itself) and the calls made while it was the innermost. ``serve`` keeps every one
-    received, with its times and version stamps: the innermost whose time holds a call's end is the call's agent
+    received, with its times: the innermost whose time holds a call's end is the call's agent
     (:meth:`TraceRecord.agent_at`), which is the processor's rule for spans that arrive whole.
     """
 
-    __slots__ = ("end_ns", "name", "span", "span_id", "start_ns", "told", "tool_calls", "versions")
+    __slots__ = ("end_ns", "name", "span", "span_id", "start_ns", "told", "tool_calls")
 
-    def __init__(self, span_id: int, name: str | None, span: Any = None, start_ns: int = 0, end_ns: int = 0,
-                 versions: dict[str, str] | None = None) -> None:
+    def __init__(self, span_id: int, name: str | None, span: Any = None, start_ns: int = 0, end_ns: int = 0) -> None:
         self.span_id = span_id
         self.name = name
         self.span: Any = weakref.ref(span) if span is not None else _no_span
         self.start_ns = start_ns
         self.end_ns = end_ns
-        #: Its version stamps, bounded (a finished trace is remembered: no span, no long value is kept).
-        self.versions = versions if versions is not None else {}
         self.tool_calls = 0
         # Whether its tool calls were recorded in the histogram (``serve``: once, at the first finish after it came).
         self.told = False

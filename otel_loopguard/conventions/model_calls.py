@@ -334,8 +334,52 @@ def _tool_finish(attrs: Mapping[str, Any]) -> str | None:
 
 
 def refused(attrs: Mapping[str, Any]) -> bool:
-    """Whether a model span's finish reasons say the model refused (``content_filter`` or ``refusal``)."""
-    return _finish_in(attrs, _REFUSAL_FINISH) is not None
+    """Whether a model span says the model refused, by any of these sources:
+
+    - finish reasons ``content_filter`` or ``refusal`` (``gen_ai.response.finish_reasons``, ``llm.finish_reason``);
+    - OpenLLMetry's ``gen_ai.completion.<n>.refusal`` (an OpenAI message's refusal text; the first 4 choices);
+    - a refusal in a recorded output (:data:`_OUTPUT_BODIES`): an item of type ``refusal`` (OpenAI Responses
+      content; a GenAI output-message part, which the conventions allow though they define no such type) or a
+      message's non-empty ``refusal`` text (OpenAI Chat Completions).
+
+    (The OpenTelemetry openai-v2 instrumentation records a refusal as a text part: only its finish reason shows.)
+    """
+    if _finish_in(attrs, _REFUSAL_FINISH) is not None:
+        return True
+    if any(attrs.get(key) for key in _OPENLLMETRY_REFUSALS):
+        return True
+    for key in _OUTPUT_BODIES:
+        value = attrs.get(key)
+        if (value is not None and (not isinstance(value, str) or _REFUSAL_TOKEN in value)
+                and _refusal_in(_json(value), 0)):
+            return True
+    return False
+
+
+#: OpenLLMetry's refusal text of the first choices.
+_OPENLLMETRY_REFUSALS = tuple(f"{n.GEN_AI_COMPLETION_PREFIX}{i}{n.REFUSAL_SUFFIX}" for i in range(4))
+#: Attributes that record a model call's output as JSON text or a structure: GenAI output messages, an OpenAI
+#: response (OpenInference ``output.value``, Logfire ``response_data`` and ``response``), Langfuse and MLflow outputs.
+_OUTPUT_BODIES = (n.GEN_AI_OUTPUT_MESSAGES, n.OI_OUTPUT_VALUE, n.LOGFIRE_RESPONSE_DATA, n.LOGFIRE_RESPONSE,
+                  n.LANGFUSE_OUTPUT, n.MLFLOW_SPAN_OUTPUTS)
+#: Text without it holds no refusal: the body is parsed only when it appears.
+_REFUSAL_TOKEN = f'"{n.REFUSAL}"'
+#: How deep a refusal is looked for (OpenAI Chat: choices, a choice, its message).
+_MAX_REFUSAL_DEPTH = 6
+
+
+def _refusal_in(value: Any, depth: int) -> bool:
+    """Whether a parsed output holds an item ``{"type": "refusal"}`` or a non-empty ``"refusal"`` text."""
+    if depth > _MAX_REFUSAL_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        text = value.get(n.REFUSAL)
+        if value.get("type") == n.REFUSAL or (isinstance(text, str) and text):
+            return True
+        return any(_refusal_in(v, depth + 1) for v in value.values() if isinstance(v, (Mapping, list, tuple)))
+    if isinstance(value, (list, tuple)):
+        return any(_refusal_in(v, depth + 1) for v in value if isinstance(v, (Mapping, list, tuple)))
+    return False
 
 
 def _finish_in(attrs: Mapping[str, Any], wanted: frozenset[str]) -> str | None:
@@ -419,6 +463,31 @@ def _same_call(a: Turn, b: Turn) -> bool:
     return a.start_ns < b.end_ns and b.start_ns < a.end_ns
 
 
+class _Once:
+    """Recognises a model call seen again: the same ``gen_ai.response.id``, or a model span around (or inside) one
+    already seen (ADK's ``call_llm`` around ``generate_content``)."""
+
+    __slots__ = ("counted", "parents", "responses")
+
+    def __init__(self) -> None:
+        self.responses: set[str] = set()
+        self.counted: set[int] = set()
+        self.parents: set[int] = set()
+
+    def first(self, turn: Turn) -> bool:
+        """Whether ``turn`` is a model call not seen before (it is then remembered)."""
+        if turn.response_id is not None:
+            if turn.response_id in self.responses:
+                return False
+            self.responses.add(turn.response_id)
+        if turn.span_id in self.parents or turn.parent_span_id in self.counted:
+            return False
+        self.counted.add(turn.span_id)
+        if turn.parent_span_id is not None:
+            self.parents.add(turn.parent_span_id)
+        return True
+
+
 class TurnJudge:
     """One trace's model turns (fed in end order) as judge steps: usage once per model call, derived tool calls.
 
@@ -430,16 +499,15 @@ class TurnJudge:
     turn that records its input; a call whose result never comes is judged without one at :meth:`finish`.
     """
 
-    __slots__ = ("_asked", "_counted", "_counted_parents", "_emitted", "_known", "_pending", "_responses", "derive",
-                 "derived")
+    __slots__ = ("_asked", "_calls", "_emitted", "_known", "_pending", "_usage_once", "derive", "derived")
 
     def __init__(self, derive: bool = True) -> None:
         self.derive = derive
         #: Derived tool calls produced so far.
         self.derived = 0
-        self._responses: set[str] = set()
-        self._counted: set[int] = set()
-        self._counted_parents: set[int] = set()
+        # Model calls counted once for their usage (among those that report one), and once as turns (all).
+        self._usage_once = _Once()
+        self._calls = _Once()
         self._pending: list[_Pending] = []
         self._known: set[str] = set()
         self._emitted: set[str] = set()
@@ -448,8 +516,8 @@ class TurnJudge:
 
     @property
     def calls(self) -> int:
-        """Model calls with token usage so far, each counted once (a task's turns)."""
-        return len(self._counted)
+        """Model calls so far, each counted once, whether or not they report token usage (a task's turns)."""
+        return len(self._calls.counted)
 
     @property
     def pending(self) -> int:
@@ -468,6 +536,7 @@ class TurnJudge:
             if turn.results is not None and self._pending:
                 out += self._complete(turn)
             self._request(turn)
+        self._calls.first(turn)
         usage = self._usage(turn)
         if usage is not None:
             out.append(usage)
@@ -482,17 +551,8 @@ class TurnJudge:
     # -- internals -------------------------------------------------------------------------------------------------
 
     def _usage(self, turn: Turn) -> Step | None:
-        if turn.usage is None:
+        if turn.usage is None or not self._usage_once.first(turn):
             return None
-        if turn.response_id is not None:
-            if turn.response_id in self._responses:
-                return None
-            self._responses.add(turn.response_id)
-        if turn.span_id in self._counted_parents or turn.parent_span_id in self._counted:
-            return None
-        self._counted.add(turn.span_id)
-        if turn.parent_span_id is not None:
-            self._counted_parents.add(turn.parent_span_id)
         model, usage = turn.usage
         return Step(span_id=turn.span_id, parent_span_id=turn.parent_span_id, start_ns=turn.start_ns,
                     end_ns=turn.end_ns, model=model, usage=usage, agent=turn.agent, conversation=turn.conversation)

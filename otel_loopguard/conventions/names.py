@@ -14,6 +14,7 @@ GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_AGENT_VERSION = "gen_ai.agent.version"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
@@ -114,6 +115,10 @@ LOGFIRE_RESPONSE_DATA = "response_data"
 # Evidence that a model asked for tools, kept when content is not (conventions/model_calls.py, unread.py).
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 OI_LLM_FINISH_REASON = "llm.finish_reason"
+#: A model refusal: OpenLLMetry's ``gen_ai.completion.<n>.refusal`` (an OpenAI message's ``refusal`` text), a part or
+#: content item of this type (OpenAI Responses output; a GenAI output message part), an OpenAI message's field.
+REFUSAL = "refusal"
+REFUSAL_SUFFIX = ".refusal"
 #: The tool name of a call known to have happened whose name was not recorded.
 UNREAD_TOOL = "_unread_tool"
 
@@ -154,6 +159,12 @@ VERSION_ATTRIBUTES = {
     "model": "app.model.version",
     "harness": "app.harness.version",
 }
+#: OpenTelemetry resource attribute: the version of the service (the agent's release).
+SERVICE_VERSION = "service.version"
+#: The version attributes always read from a trace's spans (then their resource) and put on its verdict events and
+#: task metrics: the release, the agent's version, the model asked for, and the stamps above. ``version_attributes``
+#: in the configuration adds more (conventions/versions.py).
+READ_VERSION_ATTRIBUTES = (SERVICE_VERSION, GEN_AI_AGENT_VERSION, GEN_AI_REQUEST_MODEL, *VERSION_ATTRIBUTES.values())
 
 # --- Emitted by otel_loopguard ----------------------------------------------
 INSTRUMENTATION_SCOPE = "otel_loopguard"
@@ -203,6 +214,8 @@ METRIC_TASK_TURNS = "loopguard.task.turns"
 METRIC_TASK_TOOL_CALLS = "loopguard.task.tool_calls"
 METRIC_TASK_COST = "loopguard.task.cost"
 METRIC_TASK_DURATION = "loopguard.task.duration"
+#: Tool calls that failed, per finished task (with ``loopguard.task.tool_calls``: the tool error rate).
+METRIC_TASK_TOOL_ERRORS = "loopguard.task.tool_errors"
 #: Attribute of the task metrics: how the task ended.
 LOOPGUARD_OUTCOME = "loopguard.outcome"
 

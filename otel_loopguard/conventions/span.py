@@ -54,15 +54,6 @@ class SpanRecord(Struct, frozen=True, gc=False):
     events: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
 
 
-def version_attributes(attrs: Mapping[str, Any]) -> dict[str, str]:
-    """The version stamps (``app.*.version``, :data:`~.names.VERSION_ATTRIBUTES`) a span carries, as strings.
-
-    A fixed set of keys, so a task metric's attributes stay few whatever the span holds; the emitter bounds the
-    values' length.
-    """
-    return {key: str(attrs[key]) for key in n.VERSION_ATTRIBUTES.values() if key in attrs}
-
-
 def ended_in_error(status_error: bool, event_names: Iterable[str]) -> bool:
     """Whether a span ended in error: error status, or an ``exception`` event (recorded without setting a status)."""
     return status_error or any(name == n.EVENT_EXCEPTION for name in event_names)

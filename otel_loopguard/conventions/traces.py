@@ -38,6 +38,7 @@ from .model_calls import Turn, TurnJudge, refused
 from .nesting import CONVENTION_NESTING, tool_origin
 from .span import SpanRecord, ended_in_error
 from .unread import UnreadTrace
+from .versions import TraceVersions, VersionReader, version_keys
 
 __all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
 
@@ -163,7 +164,7 @@ class _Held:
     """One trace held until the input ends."""
 
     __slots__ = ("best", "failed", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "refused", "results",
-                 "root", "sources", "tools", "turn_calls", "turn_ids", "turns", "unread")
+                 "root", "sources", "tools", "turn_calls", "turn_ids", "turns", "unread", "versions")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -189,6 +190,8 @@ class _Held:
         self.refused = False
         self.root: tuple[int, int] | None = None
         self.turn_calls = 0
+        # The trace's versions, when the collector reads them (made at the first span that has one).
+        self.versions: TraceVersions | None = None
 
 
 def _note_task(held: _Held, span: SpanRecord, role: str | None) -> None:
@@ -215,6 +218,11 @@ def _task(held: _Held, judge: TraceJudge) -> TaskOutcome:
     )
 
 
+def _new_versions(held: _Held) -> TraceVersions:
+    held.versions = TraceVersions()
+    return held.versions
+
+
 class TraceCollector:
     """Groups spans into traces and judges each trace once, in start order (see the module docstring).
 
@@ -225,11 +233,13 @@ class TraceCollector:
         observed_at: the observation time of every trace; by default each trace's last span end.
         max_buffer_bytes: what is held at most (estimated bytes); beyond it the least recently active trace is
             released early, its report marked partial.
+        versions: read each trace's versions onto its report (:attr:`TraceReport.versions`), as ``serve`` does.
     """
 
     def __init__(self, engine: LoopEngine, *, group_by: Iterable[str] = (), observed_at: float | None = None,
-                 max_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+                 max_buffer_bytes: int = DEFAULT_BUFFER_BYTES, versions: bool = False) -> None:
         self.engine = engine
+        self._read_versions = VersionReader(version_keys(engine.config)) if versions else None
         self._reader = StepReader(context=False, config=engine.config)
         self._read_role = self._reader.extractor.read_role
         self._group_by = tuple(group_by)
@@ -280,6 +290,8 @@ class TraceCollector:
             sources.append(source)
         if self._group_by:
             self._note_attributes(held, span)
+        if self._read_versions is not None and (found := self._read_versions(span.attributes, span.resource)):
+            (held.versions or _new_versions(held)).note(found, span.start_ns, span.span_id)
         attrs = span.attributes
         role, row = self._read_role(attrs, span.name)
         _note_task(held, span, role)
@@ -474,8 +486,11 @@ class TraceCollector:
             judge.partial = True
         report = judge.report(self._source(held), f"{trace_id:032x}", attributes=self._attributes(held))
         causes = held.unread.causes()
-        return dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes) if causes else report.unread,
-                                   task=_task(held, judge))
+        if causes:
+            report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
+        if held.versions is not None:
+            report = dataclasses.replace(report, versions=held.versions.values())
+        return dataclasses.replace(report, task=_task(held, judge))
 
 
 class AssembledTrace(msgspec.Struct, frozen=True):
@@ -489,6 +504,7 @@ class AssembledTrace(msgspec.Struct, frozen=True):
         source: the files it was read from (the first few).
         attributes: the values of the ``group_by`` attributes (the earliest span that has one gives it).
         partial: it was released early (the buffer was full), so its steps may be only part of it.
+        versions: the trace's versions when the collector reads them (see :class:`TraceCollector`).
     """
 
     trace_id: int
@@ -497,6 +513,7 @@ class AssembledTrace(msgspec.Struct, frozen=True):
     source: str
     attributes: dict[str, Any] | None = None
     partial: bool = False
+    versions: tuple[tuple[str, str], ...] = ()
 
 
 class StepCollector(TraceCollector):
@@ -504,4 +521,5 @@ class StepCollector(TraceCollector):
 
     def _report(self, trace_id: int, held: _Held) -> Any:
         return AssembledTrace(trace_id, tuple(self._assembled(held).assembled()), held.max_end_ns,
-                              self._source(held), self._attributes(held), held.partial)
+                              self._source(held), self._attributes(held), held.partial,
+                              held.versions.values() if held.versions is not None else ())

@@ -36,6 +36,7 @@ class VerdictEvent(msgspec.Struct, frozen=True):
         provisional: ``serve`` judged the trace's spans out of start order (a late arrival); the trace is judged
             again, exactly, when it finishes.
         tenant: ``serve`` with tenants: the tenant whose token sent the trace (None without tenants).
+        versions: the trace's versions, (name, bounded value) pairs (see conventions/versions.py).
     """
 
     trace_id: int
@@ -51,6 +52,7 @@ class VerdictEvent(msgspec.Struct, frozen=True):
     timestamp_ns: int | None
     provisional: bool = False
     tenant: str | None = None
+    versions: tuple[tuple[str, str], ...] = ()
 
 
 class EventOrigin(msgspec.Struct, frozen=True):
@@ -74,7 +76,8 @@ RECEIVED = EventOrigin(remote=True, derived_on_ended=False)
 
 def verdict_event(judged: Judged, trace_id: int, origin: EventOrigin, *, ended: SpanContext | None = None,
                   agent: str | None = None, conversation: str | None = None, last: Step | None = None,
-                  last_end_ns: int | None = None, tenant: str | None = None) -> VerdictEvent:
+                  last_end_ns: int | None = None, tenant: str | None = None,
+                  versions: tuple[tuple[str, str], ...] = ()) -> VerdictEvent:
     """The event for one judged step.
 
     Args:
@@ -87,6 +90,7 @@ def verdict_event(judged: Judged, trace_id: int, origin: EventOrigin, *, ended: 
         last: the step an event without one (a re-evaluation at the trace's end) points at, if any.
         last_end_ns: the time of such an event when no step is known.
         tenant: the tenant that sent the trace (``serve`` with tenants).
+        versions: the trace's versions so far.
     """
     step = judged.step
     place = step if step is not None else last
@@ -106,6 +110,7 @@ def verdict_event(judged: Judged, trace_id: int, origin: EventOrigin, *, ended: 
         timestamp_ns=(place.end_ns or None) if place is not None else last_end_ns,
         provisional=judged.provisional,
         tenant=tenant,
+        versions=versions,
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from . import environment_variables as ev
+from .escape import escaped
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +70,12 @@ DEFAULT_PERMANENT_ERRORS: tuple[str, ...] = (
 
 #: The version stamps ``versions`` accepts (``LOOPGUARD_VERSION_<KEY>`` each).
 VERSION_KEYS: tuple[str, ...] = ("prompt", "tools", "model", "harness")
+#: Attribute names ``version_attributes`` accepts at most, and the longest name: each becomes an attribute of every
+#: task metric, so both are bounded.
+MAX_VERSION_ATTRIBUTES = 8
+MAX_VERSION_ATTRIBUTE_CHARS = 128
+# The namespace of loopguard's own attributes (conventions/names.py): never read as a version.
+_OWN_NAMESPACE = "loopguard"
 
 @dataclass(frozen=True)
 class RedactedValue:
@@ -197,6 +204,23 @@ def _versions(name: str, value: Any) -> Mapping[str, str]:
     if unknown:
         raise ConfigError(f"{name} accepts {', '.join(VERSION_KEYS)}; got {sorted(unknown)}")
     return MappingProxyType({k: str(v) for k, v in value.items()})
+
+
+def _version_attributes(name: str, value: Any) -> tuple[str, ...]:
+    """Extra version attribute names: at most 8, each printable, at most 128 characters, none of loopguard's own and
+    no id (``.id``, ``_id``): every value becomes a metric attribute."""
+    names = tuple(dict.fromkeys(_strings(name, value)))
+    if len(names) > MAX_VERSION_ATTRIBUTES:
+        raise ConfigError(f"{name} holds at most {MAX_VERSION_ATTRIBUTES} attribute names, got {len(names)}")
+    for item in names:
+        if not item or len(item) > MAX_VERSION_ATTRIBUTE_CHARS or escaped(item) != item or " " in item:
+            raise ConfigError(f"{name}: {escaped(item, 40)!r} is not an attribute name (1 to "
+                              f"{MAX_VERSION_ATTRIBUTE_CHARS} printable characters, no space)")
+        if item.partition(".")[0] == _OWN_NAMESPACE:
+            raise ConfigError(f"{name}: {item!r} is one of loopguard's own attributes")
+        if item.lower().endswith((".id", "_id")):
+            raise ConfigError(f"{name}: {item!r} names an id, not a version (each value becomes a metric attribute)")
+    return names
 
 
 def _instance_of(kind: type) -> Callable[[str, Any], Any]:
@@ -459,6 +483,11 @@ class LoopGuardConfig:
         prices: USD per million tokens per model id.
         tools: per-tool overrides.
         versions: static version stamps set on every span (keys ``prompt``, ``tools``, ``model``, ``harness``).
+        version_attributes: more span or resource attributes to read as versions (a prompt or tool-set version your
+            instrumentation records, e.g. ``langfuse.prompt.version``), at most 8 names. Always read, without
+            listing them: ``service.version``, ``gen_ai.agent.version``, ``gen_ai.request.model`` and the
+            ``app.*.version`` stamps. Each goes on verdict events and task metrics (the earliest span that has it
+            gives its value; values are escaped and cut at 128 characters), so no id (``.id``, ``_id``) is accepted.
         max_traces: how many traces are tracked at once; the least recently used is evicted beyond it.
         trace_ttl_seconds: a trace idle this long is evicted.
         max_tool_names: distinct tool names used as metric attributes before the rest become ``_OTHER``.
@@ -502,6 +531,7 @@ class LoopGuardConfig:
     tools: Mapping[str, ToolSettings] = _setting(factory=dict, check=_mapping_of(ToolSettings))
     # From LOOPGUARD_VERSION_<KEY>, one variable per key (see _from_env).
     versions: Mapping[str, str] = _setting(factory=dict, check=_versions)
+    version_attributes: tuple[str, ...] = _setting((), check=_version_attributes, env=_extendable((), tuple))
     max_traces: int = _setting(10_000, check=_positive_int, env=int)
     trace_ttl_seconds: float = _setting(3600.0, check=_positive, env=float)
     max_tool_names: int = _setting(100, check=_positive_int, env=int)

@@ -34,6 +34,7 @@ __all__ = [
     "LOOPGUARD_SIGNATURE_KEY",
     "LOOPGUARD_STOP_AFTER",
     "LOOPGUARD_TRACE_TTL_SECONDS",
+    "LOOPGUARD_VERSION_ATTRIBUTES",
     "LOOPGUARD_VERSION_HARNESS",
     "LOOPGUARD_VERSION_MODEL",
     "LOOPGUARD_VERSION_PROMPT",
@@ -116,6 +117,9 @@ LOOPGUARD_VERSION_MODEL = "LOOPGUARD_VERSION_MODEL"
 
 LOOPGUARD_VERSION_HARNESS = "LOOPGUARD_VERSION_HARNESS"
 """``versions["harness"]``: set on every span as ``app.harness.version``."""
+
+LOOPGUARD_VERSION_ATTRIBUTES = "LOOPGUARD_VERSION_ATTRIBUTES"
+"""``version_attributes``: more span or resource attributes read as versions (comma-separated, at most 8)."""
 
 LOOPGUARD_REDACTED_VALUES = "LOOPGUARD_REDACTED_VALUES"
 """``redacted_values``: placeholders meaning "not recorded" (comma-separated; a leading ``+`` extends the defaults)."""

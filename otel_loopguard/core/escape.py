@@ -9,12 +9,16 @@ controls such as U+202E reverse what follows). :func:`escaped` turns each such c
 
 from __future__ import annotations
 
+import hashlib
 import html as _html
 from typing import Final
 
-__all__ = ["ELLIPSIS", "escaped"]
+__all__ = ["ELLIPSIS", "MAX_NAME_CHARS", "bounded_name", "escaped"]
 
 ELLIPSIS: Final = "\u2026"
+#: The most characters of a name put on emitted telemetry (tool, agent, version values).
+MAX_NAME_CHARS: Final = 128
+_DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by chance, ~1 in 10^14 per pair
 
 # C0 controls, DEL and C1 controls: \xNN.
 _CONTROLS = (*range(0x20), *range(0x7F, 0xA0))
@@ -46,3 +50,13 @@ def escaped(text: str, limit: int | None = None, *, html: bool = False) -> str:
         # After the cut, so that no entity is cut in half (the limit counts the characters shown).
         out = _html.escape(out, quote=True)
     return out
+
+
+def bounded_name(name: str) -> str:
+    """``name`` itself when it has at most 128 characters, all printable; else an escaped prefix, ``~`` and 12 hex
+    digits of a digest of the whole name (128 characters at most; the same name always gives the same result)."""
+    if len(name) <= MAX_NAME_CHARS and name.isprintable():
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2).hexdigest()
+    keep = MAX_NAME_CHARS - _DIGEST_CHARS - 1
+    return f"{escaped(name[:keep], keep)}~{digest}"

@@ -335,6 +335,8 @@ class TraceReport:
             ``reason``, ``keys``, ``spans``, ``message``; filled in by the conventions layer).
         task: how the trace ended (outcome, turns, tool calls, cost, duration), decided as the processor and
             ``serve`` decide it; filled in by the conventions layer for stored traces (``report``).
+        versions: the trace's versions, (name, bounded value) sorted by name (``serve``; ``audit`` and ``report``
+            when their collector is asked for them; see otel_loopguard/conventions/versions.py).
     """
 
     source: str
@@ -353,6 +355,7 @@ class TraceReport:
     duplicates: int = 0
     unread: tuple[dict[str, Any], ...] = ()
     task: TaskOutcome | None = None
+    versions: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object ``otel-loopguard audit --json`` prints for this trace."""

@@ -11,7 +11,6 @@ get a log batch (holding other traces' events) refused.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -26,6 +25,10 @@ from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.verdicts import VerdictEvent as VerdictEvent  # re-exported: listeners import it from here
+
+# Re-exported: the bound is the one escaping module's (conventions bound version values with it too).
+from ..core.escape import MAX_NAME_CHARS as MAX_NAME_CHARS
+from ..core.escape import bounded_name as bounded_name
 from ..core.escape import escaped
 from ..core.model import STUCK
 from ..core.outcome import TaskOutcome
@@ -36,9 +39,7 @@ _COST_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 25)
 _DELAY_BUCKETS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 30)
 _DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
-MAX_NAME_CHARS = 128
 MAX_MESSAGE_CHARS = 1024
-_DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by chance, ~1 in 10^14 per pair
 
 # The context every metric record is made in: no span. loopguard records a trace's figures after the trace ended,
 # on the processor's background thread (or serve's), so the span current at that moment, if any, is an unrelated
@@ -47,16 +48,6 @@ _DIGEST_CHARS = 12  # 48 bits of BLAKE2b: distinct long names collide only by ch
 # (tests/benchmarks/emit.py, hist-in-span). A context holding the invalid span makes the filter decline at once and
 # spares the SDK's lookup of the current context (an empty Context would not: the SDK treats it as "none given").
 _NO_SPAN = trace.set_span_in_context(INVALID_SPAN)
-
-
-def bounded_name(name: str) -> str:
-    """``name`` itself when it has at most 128 characters, all printable; else an escaped prefix, ``~`` and 12 hex
-    digits of a digest of the whole name (128 characters at most; the same name always gives the same result)."""
-    if len(name) <= MAX_NAME_CHARS and name.isprintable():
-        return name
-    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2).hexdigest()
-    keep = MAX_NAME_CHARS - _DIGEST_CHARS - 1
-    return f"{escaped(name[:keep], keep)}~{digest}"
 
 
 def bounded_text(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -152,6 +143,8 @@ def event_attributes(event: VerdictEvent, normalizer_version: str) -> dict[str, 
         attrs[n.LOOPGUARD_PROVISIONAL] = True
     if event.tenant:
         attrs[n.LOOPGUARD_TENANT] = event.tenant
+    # The trace's versions (conventions/versions.py: fixed names, values bounded and escaped there).
+    attrs.update(event.versions)
     return attrs
 
 
@@ -204,6 +197,9 @@ class Emitter:
         self._version = normalizer_version
         self.tool_names = CappedNames(max_names)
         self.agent_names = CappedNames(max_names)
+        # Per version attribute: its distinct values, capped as tool names are (a metric attribute each).
+        self._max_names = max_names
+        self._versions: dict[str, CappedNames] = {}
         # Observable counters: these change on the application's thread per tool span, trace or transition. The
         # three an event changes share one lock, taken once per event.
         self._event_lock = threading.Lock()
@@ -365,6 +361,8 @@ class Emitter:
         self.task_turns = histogram(n.METRIC_TASK_TURNS, n.UNIT_TURN, "Model calls per finished task", _STEP_BUCKETS)
         self.task_tool_calls = histogram(n.METRIC_TASK_TOOL_CALLS, n.UNIT_TOOL_CALL, "Tool calls per finished task",
                                          _STEP_BUCKETS)
+        self.task_tool_errors = histogram(n.METRIC_TASK_TOOL_ERRORS, n.UNIT_TOOL_CALL,
+                                          "Failed tool calls per finished task", _STEP_BUCKETS)
         self.task_cost = histogram(n.METRIC_TASK_COST, n.UNIT_USD,
                                    "Model cost per finished task (every model call priced)", _COST_BUCKETS)
         self.task_duration = histogram(n.METRIC_TASK_DURATION, n.UNIT_SECOND, "Seconds per finished task",
@@ -372,21 +370,29 @@ class Emitter:
 
     def task_finished(self, task: TaskOutcome) -> None:
         """A task (trace) ended: count its outcome and record its figures, with the outcome, the agent's capped
-        name and the version stamps as attributes (all low-cardinality; version values bounded)."""
+        name and the trace's versions as attributes (all low-cardinality: version values bounded and capped)."""
         attrs: dict[str, str] = {n.LOOPGUARD_OUTCOME: task.outcome}
         agent = self.agent_names(task.agent)
         if agent:
             attrs[n.GEN_AI_AGENT_NAME] = agent
         for key, value in task.versions.items():
-            attrs[key] = bounded_name(value)
+            attrs[key] = self._version_values(key)(bounded_name(value))
         self.task_outcomes.add(1, attrs, _NO_SPAN)
         run = self._hold_or_run
         run(self.task_turns.record, task.turns, attrs, _NO_SPAN)
         run(self.task_tool_calls.record, task.tool_calls, attrs, _NO_SPAN)
+        run(self.task_tool_errors.record, task.tool_errors, attrs, _NO_SPAN)
         if task.cost_usd is not None:
             run(self.task_cost.record, task.cost_usd, attrs, _NO_SPAN)
         if task.duration_s is not None:
             run(self.task_duration.record, task.duration_s, attrs, _NO_SPAN)
+
+    def _version_values(self, key: str) -> CappedNames:
+        """The capped values of one version attribute (the names are few: fixed and configured, at most 15)."""
+        capped = self._versions.get(key)
+        if capped is None:
+            capped = self._versions[key] = CappedNames(self._max_names)
+        return capped
 
     def agent_finished(self, agent: str | None, tool_calls: int) -> None:
         """An agent invocation ended after ``tool_calls`` tool calls."""

@@ -38,6 +38,7 @@ from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, message
 from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
+from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
@@ -96,6 +97,13 @@ def _events(span: ReadableSpan) -> Any:
         yield e.name, e.attributes or _EMPTY
 
 
+def _versions_of(read: VersionReader, span: Any, attrs: Any) -> Versions:
+    """The versions a span carries: its attributes', then its resource's (the SDK's resource keeps one attributes
+    object, so the reader reads it once)."""
+    resource = getattr(span, "resource", None)
+    return read(attrs, resource.attributes if resource is not None else _EMPTY)
+
+
 def _failed(span: ReadableSpan) -> bool:
     """Whether an agent or root span ended in error (status or an exception event): the task's ``error`` outcome."""
     return ended_in_error(span.status.status_code is StatusCode.ERROR, (e.name for e in span.events))
@@ -148,7 +156,7 @@ class _Trace(TraceRecord):
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "judge", "key", "root")
+    __slots__ = ("agent_name", "judge", "key", "root", "versions")
 
     def __init__(self) -> None:
         super().__init__()
@@ -157,6 +165,8 @@ class _Trace(TraceRecord):
         self.key: Hashable | None = None
         # The name of the agent span that ended last (the outermost one ends last), for the task outcome.
         self.agent_name: str | None = None
+        # The trace's versions (conventions/versions.py), for its verdict events and its task outcome.
+        self.versions = TraceVersions()
 
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
@@ -272,6 +282,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._fail = _ErrorLog(self._emitter)
         self._listeners: list[Listener] = [] if review_handler is None else [self._reviews(review_handler)]
         self._stamps = {n.VERSION_ATTRIBUTES[k]: v for k, v in self.config.versions.items()}
+        self._read_versions = VersionReader(version_keys(self.config))
         self._is_shutdown = False
         # Local roots that did not start as GenAI spans, still alive, by trace id: for span events when no agent
         # span is open, and to mark their traces at the first GenAI span (GenAI roots go in their trace's record).
@@ -414,6 +425,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(ctx.trace_id, start * 1e-9 if start else time.time())
         with slot.lock:
             record = slot.state
+            record.versions.note(_versions_of(self._read_versions, span, attrs), start or 0, ctx.span_id)
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT and len(record.agents) < MAX_OPEN_AGENTS:
@@ -519,8 +531,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             judge = self._judge_of(trace_id)
             told = judge.resolve(approved) if judge is not None else []
             target = self._target(trace_id, slot.state) if told else None
+            versions = slot.state.versions.values()
         for item in told:
-            self._publish(trace_id, item, target, None, _agent_of(self._extractor, target), None)
+            self._publish(trace_id, item, target, None, _agent_of(self._extractor, target), None, versions)
         self._drain()  # hands the held event to the SDK
         return told[0].observation.intervention if told else NO_INTERVENTION  # type: ignore[return-value]
 
@@ -687,6 +700,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         told: list[Judged] = []
         with slot.lock:
             record = slot.state
+            record.versions.note(_versions_of(self._read_versions, span, attrs), start or 0, ctx.span_id)
             agent = self._note_tool(record, span, trace_id, attrs, call, row.convention)
             # Only a span inside an open tool span may be the same call seen twice (the judge's fast path stays
             # for the rest). The agent and conversation are read only when an event is told.
@@ -736,6 +750,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(trace_id, now)
         with slot.lock:
             record = slot.state
+            record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, ctx.span_id)
             if self._late_agents.refs:
                 self._learn_agents(trace_id, record)
             key = record.key
@@ -817,12 +832,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
         (looked up only now: most calls tell nothing)."""
         with slot.lock:
             target = self._target(trace_id, slot.state)
+            versions = slot.state.versions.values()
         # An agent span whose attributes arrived after its start is recognised by what it carries now.
         label = (label or (self._extractor.agent_name(attrs, name=span_name) if span_name else None)
                  or _agent_of(self._extractor, target))
         conversation = conversation_id(attrs)
         for item in told:
-            self._publish(trace_id, item, target, ctx, label, conversation)
+            self._publish(trace_id, item, target, ctx, label, conversation, versions)
 
     def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
@@ -830,6 +846,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         slot = self._trace_slot(span.context.trace_id, end * 1e-9 if end else time.time())
         with slot.lock:
             record = slot.state
+            record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, span_id)
             record.unread_now().model(attrs)
             agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
@@ -854,6 +871,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._forget_slot(trace_id)
         if record is None:
             return
+        if root is not None:
+            record.versions.note(_versions_of(self._read_versions, root, _plain(root.attributes)), root.start_time or 0,
+                                 root.context.span_id)
         turns = record.turns
         if turns is not None and turns.judge.derive:
             # Calls derived from model spans that never got a result are judged now, without one.
@@ -875,7 +895,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         # Inner spans held for a parent that never ended are judged now.
         for item in judge.finish(None):
-            self._publish(trace_id, item, self._target(trace_id, record), None, None, None)
+            self._publish(trace_id, item, self._target(trace_id, record), None, None, None, record.versions.values())
         self._finished(judge, None)
         self._task_ended(record, judge, root)
         slot = self._finished_traces.slot(trace_id, time.time())
@@ -893,9 +913,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent=record.agent_name,
             turns=record.model_calls(),
             tool_calls=judge.steps if judge is not None else 0,
+            tool_errors=judge.failed_calls if judge is not None else 0,
             cost_usd=judge.known_cost if judge is not None else None,
             duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
-            versions=self._stamps,
+            versions=dict(record.versions.values()),
         ))
 
     def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
@@ -926,7 +947,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     agent.tool_calls += 1
         label = (agent.name if agent is not None else None) or _agent_of(self._extractor, target)
         for item in told:
-            self._publish(trace_id, item, target, None, label, None)
+            self._publish(trace_id, item, target, None, label, None, record.versions.values())
 
     def _report_unread(self, causes: list[Unread]) -> None:
         """Count unread spans; log each cause (reason and keys) once per processor."""
@@ -949,8 +970,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._fail("evict", exc)
 
     def _publish(self, trace_id: int, judged: Judged, target: Span | None, context: SpanContext | None,
-                 agent: str | None, conversation: str | None) -> None:
-        event = verdict_event(judged, trace_id, LIVE, ended=context, agent=agent, conversation=conversation)
+                 agent: str | None, conversation: str | None, versions: Versions = ()) -> None:
+        event = verdict_event(judged, trace_id, LIVE, ended=context, agent=agent, conversation=conversation,
+                              versions=versions)
         self._emitter.emit(event, target)
         for listener in self._listeners:
             try:

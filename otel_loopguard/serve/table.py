@@ -21,16 +21,16 @@ from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.span import SpanRecord, ended_in_error, version_attributes
+from ..conventions.span import SpanRecord, ended_in_error
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
 from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
+from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
 from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import EVICT_CAPACITY
-from ..sdk.emit import bounded_name
 
 SERVE_SOURCE = "serve"
 
@@ -150,7 +150,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps", "versions")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -162,7 +162,15 @@ class _Batch:
         self.agents: list[SpanRecord] = []
         # Root spans (for the task outcome: error status, duration, version attributes).
         self.roots: list[SpanRecord] = []
+        # (versions, start, span id) of the spans that carry any (conventions/versions.py).
+        self.versions: list[tuple[Versions, int, int]] = []
         self.by_id: dict[int, SpanRecord] | None = None
+
+    def note_versions(self, span: SpanRecord, read: VersionReader) -> None:
+        """Keep the versions the span carries, if any (noted on the trace under its lock)."""
+        found = read(span.attributes, span.resource)
+        if found:
+            self.versions.append((found, span.start_ns, span.span_id))
 
     def span(self, span_id: int) -> SpanRecord | None:
         """The batch's tool span of this id (looked up only when an event is made)."""
@@ -172,16 +180,11 @@ class _Batch:
         return by_id.get(span_id)
 
 
-def _bounded_versions(span: SpanRecord) -> dict[str, str]:
-    """The span's version stamps, each value bounded as every emitted name is."""
-    return {key: bounded_name(value) for key, value in version_attributes(span.attributes).items()}
-
-
 def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch's root spans tell of the task's outcome: their error status; kept for duration and versions.
-    (A refused model call is noted as its model span is read.)"""
+    """What a batch tells of the task's outcome: a root span (its error status; its times kept for the duration),
+    a refused model call."""
     for root in batch.roots:
-        trace.root = (root.start_ns, root.end_ns, _bounded_versions(root))
+        trace.root = (root.start_ns, root.end_ns)
         if ended_in_error(root.status_error, (e[0] for e in root.events)):
             trace.failed = True
 
@@ -191,7 +194,7 @@ class _Trace(TraceRecord):
     table's lifecycle and its senders."""
 
     __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
-                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked")
+                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked", "versions")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         super().__init__()
@@ -215,25 +218,27 @@ class _Trace(TraceRecord):
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
-        # For the task outcome: the root span's times and bounded version stamps (never the span: a finished trace
-        # is remembered).
-        self.root: tuple[int, int, dict[str, str]] | None = None
+        # For the task outcome: the root span's times (never the span: a finished trace is remembered).
+        self.root: tuple[int, int] | None = None
+        # Its versions (bounded values), for its events and its task outcome.
+        self.versions = TraceVersions()
 
     def task(self) -> TaskOutcome:
-        """How the trace ended so far: its outcome, outermost agent, figures and the version attributes of its root
-        (else its outermost agent span); the duration is that span's."""
+        """How the trace ended so far: its outcome, outermost agent, figures and versions; the duration is its root
+        span's (else its outermost agent span's)."""
         judge = self.judge
         outer = min(self.agents, key=attrgetter("start_ns"), default=None)
         span = self.root if self.root is not None else (
-            (outer.start_ns, outer.end_ns, outer.versions) if outer is not None else None)
+            (outer.start_ns, outer.end_ns) if outer is not None else None)
         return TaskOutcome(
             outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
             agent=outer.name if outer is not None else None,
             turns=self.model_calls(),
             tool_calls=judge.steps,
+            tool_errors=judge.failed_calls,
             cost_usd=judge.known_cost,
             duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
-            versions=span[2] if span is not None else {},
+            versions=dict(self.versions.values()),
         )
 
 
@@ -260,6 +265,9 @@ class TraceTable:
         # The configuration's redaction placeholders and user-defined conventions apply.
         # The agent and conversation of a step are read only when an event is made (_event), not for every span.
         self._reader = StepReader(config=engine.config, context=False)
+        # Shared by the receiving threads: it swaps its cached (resource, versions) pair whole, so a race only
+        # reads a resource again.
+        self._read_versions = VersionReader(version_keys(engine.config))
         #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
         #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
         #: traces opened from then on.
@@ -310,6 +318,7 @@ class TraceTable:
             role, row = read_role(span.attributes, span.name)
             if span.parent_span_id is None:
                 batch.roots.append(span)
+            batch.note_versions(span, self._read_versions)
             if role == ROLE_LLM:
                 batch.models.append(span)
             elif role == ROLE_AGENT:
@@ -449,6 +458,8 @@ class TraceTable:
             news |= self._note_agents(trace, batch.agents)
         if batch.roots or batch.models:
             _note_task(trace, batch)
+        for found, start_ns, span_id in batch.versions:
+            trace.versions.note(found, start_ns, span_id)
         added = self._add_steps(trace, batch, counts, notes)
         if batch.models:
             added += self._turns(trace, trace.turns_now(), batch.models, reopened, trace.unread_now(), counts,
@@ -496,7 +507,7 @@ class TraceTable:
                 trace.failed = True
             if len(agents) < _MAX_AGENTS:
                 agents.append(AgentSpan(span.span_id, extractor.agent_name(span.attributes, name=span.name),
-                                        start_ns=span.start_ns, end_ns=span.end_ns, versions=_bounded_versions(span)))
+                                        start_ns=span.start_ns, end_ns=span.end_ns))
             news = True
         return news
 
@@ -674,7 +685,8 @@ class TraceTable:
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
             for judged in told:
                 events.append(self._event(trace, judged))
-            report = judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}")
+            report = dataclasses.replace(judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}"),
+                                         versions=trace.versions.values())
             known_cost = judge.known_cost is not None
             counts = dict.fromkeys(_COUNTERS, 0)
             counts["finished_traces"] = 1
@@ -692,7 +704,8 @@ class TraceTable:
         step = judged.step if judged.step is not None else trace.last_step
         agent, conversation = self._attribution(trace, step, batch) if step is not None else (None, None)
         return verdict_event(judged, trace.trace_id, RECEIVED, agent=agent, conversation=conversation,
-                             last=trace.last_step, last_end_ns=trace.max_end_ns or None, tenant=trace.tenant or None)
+                             last=trace.last_step, last_end_ns=trace.max_end_ns or None, tenant=trace.tenant or None,
+                             versions=trace.versions.values())
 
     def _attribution(self, trace: _Trace, step: Step, batch: _Batch | None) -> tuple[str | None, str | None]:
         """The agent and conversation an event for ``step`` names."""

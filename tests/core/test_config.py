@@ -44,6 +44,7 @@ model_steps = false
 output_repetition = false
 output_repeat_limit = 12
 redacted_values = ["<hidden>", { value = "N/A", attributes = ["my.args"] }]
+version_attributes = ["langfuse.prompt.version"]
 
 [versions]
 prompt = "p-7"
@@ -118,6 +119,7 @@ def test_full_toml_parses(tmp_path: Path) -> None:
     assert (c.max_traces, c.trace_ttl_seconds, c.max_tool_names, c.max_argument_bytes) == (100, 60.0, 20, 4096)
     assert c.per_conversation is True
     assert dict(c.versions) == {"prompt": "p-7", "model": "m-1"}
+    assert c.version_attributes == ("langfuse.prompt.version",)
     assert c.retry == RetryPolicy(errors=("ratelimit", "timeout"), max_attempts=5, interval_seconds=2.0,
                                   backoff_rate=3.0, tolerance=0.1)
     assert c.lease == LeasePolicy(max_renewals=1)
@@ -338,6 +340,7 @@ def test_every_setting_is_read_from_the_environment_as_documented() -> None:
         "handoff_steps": ("off", False), "agent_steps": ("no", False), "model_steps": ("0", False),
         "output_repetition": ("false", False), "output_repeat_limit": ("12", 12),
         "redacted_values": ("<hidden>", (RedactedValue("<hidden>"),)),
+        "version_attributes": ("a.version,b.version", ("a.version", "b.version")),
     }
     settings = {name: variable for name, variable in environment_settings().items() if "." not in name}
     assert set(settings) == set(values)

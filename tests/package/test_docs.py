@@ -105,9 +105,10 @@ def test_the_environment_reference_lists_every_variable() -> None:
     """Each variable of environment_variables.py has a row with its documented meaning."""
     text = _hook().render_environment()
     assert "| `LOOPGUARD_ENABLED` | `true` adds the processor to the global tracer provider" in text
-    # The 31 names of environment_variables.__all__, counted by hand: 25, LOOPGUARD_INTERVENTIONS, and the five
-    # switches of agent steps (hand-off, agent, model steps, output repetition and its limit).
-    assert text.count("| `LOOPGUARD_") == 31
+    # The 32 names of environment_variables.__all__, counted by hand: 25, LOOPGUARD_INTERVENTIONS, the five
+    # switches of agent steps (hand-off, agent, model steps, output repetition and its limit) and
+    # LOOPGUARD_VERSION_ATTRIBUTES.
+    assert text.count("| `LOOPGUARD_") == 32
 
 
 def test_the_cli_reference_has_every_command_with_its_options() -> None:

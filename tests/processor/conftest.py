@@ -20,6 +20,7 @@ from opentelemetry.sdk._logs.export import (
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -165,12 +166,12 @@ HarnessFactory = Callable[..., Harness]
 
 @pytest.fixture
 def make_harness() -> Iterator[HarnessFactory]:
-    """Build pipelines: ``make_harness(config=..., sampler=..., batch_logs=False, deferred=True, **processor
-    options)``; all are shut down."""
+    """Build pipelines: ``make_harness(config=..., sampler=..., resource=..., batch_logs=False, deferred=True,
+    **processor options)``; all are shut down."""
     built: list[Harness] = []
 
     def factory(config: LoopGuardConfig | None = None, *, sampler: Sampler | None = None,
-                batch_logs: bool = False, deferred: bool = True, **options: Any) -> Harness:
+                resource: Resource | None = None, batch_logs: bool = False, deferred: bool = True, **options: Any) -> Harness:
         log_exporter = InMemoryLogRecordExporter()
         logger_provider = LoggerProvider()
         if batch_logs:
@@ -186,6 +187,8 @@ def make_harness() -> Iterator[HarnessFactory]:
         kwargs: dict[str, Any] = {"id_generator": ids}
         if sampler is not None:
             kwargs["sampler"] = sampler
+        if resource is not None:
+            kwargs["resource"] = resource
         provider = TracerProvider(**kwargs)
         processor = LoopGuardSpanProcessor(
             config if config is not None else LoopGuardConfig(),

@@ -16,6 +16,7 @@ UNITS = {
     "loopguard.task.outcomes": "{task}",
     "loopguard.task.turns": "{turn}",
     "loopguard.task.tool_calls": "{tool_call}",
+    "loopguard.task.tool_errors": "{tool_call}",
     "loopguard.task.duration": "s",
 }
 _TASK_KEYS = {"loopguard.outcome", "gen_ai.agent.name"}
@@ -30,6 +31,7 @@ KEYS = {
     "loopguard.task.outcomes": _TASK_KEYS,
     "loopguard.task.turns": _TASK_KEYS,
     "loopguard.task.tool_calls": _TASK_KEYS,
+    "loopguard.task.tool_errors": _TASK_KEYS,
     "loopguard.task.duration": _TASK_KEYS,
 }
 

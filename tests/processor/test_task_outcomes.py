@@ -35,7 +35,8 @@ def test_success_with_its_figures(make_harness: HarnessFactory) -> None:
     h.tool(agent, "fetch", args='{"url": "a"}')  # T0+5.5 .. T0+6
     h.end(agent)                           # T0+7
     [outcome] = h.metrics()["loopguard.task.outcomes"]["points"]
-    assert outcome == {"attributes": {OUTCOME: "success", "gen_ai.agent.name": "research_agent"}, "value": 1}
+    assert outcome == {"attributes": {OUTCOME: "success", "gen_ai.agent.name": "research_agent",
+                                      "gen_ai.request.model": "m1"}, "value": 1}
     assert h.metrics()["loopguard.task.outcomes"]["unit"] == "{task}"
     for name, total in (("loopguard.task.turns", 1), ("loopguard.task.tool_calls", 2), ("loopguard.task.cost", 2.0),
                         ("loopguard.task.duration", 6.0)):

@@ -208,6 +208,13 @@ class Harness:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.reports) >= count, timeout)
 
+    def points(self, name: str) -> list[Any]:
+        """The data points of one metric recorded so far."""
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        return [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics if m.name == name
+                for p in m.data.data_points]
+
     def metric_names(self) -> set[str]:
         """Names of the metrics recorded so far."""
         data = self.metrics.get_metrics_data()

@@ -38,14 +38,6 @@ def _chat(trace_id: int, **attrs: Any) -> SpanRecord:
                        "gen_ai.usage.input_tokens": 1_000_000, "gen_ai.usage.output_tokens": 500_000, **attrs})
 
 
-def _points(h: Harness, name: str) -> list[Any]:
-    """The data points of one metric."""
-    data = h.metrics.get_metrics_data()
-    assert data is not None
-    return [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics if m.name == name
-            for p in m.data.data_points]
-
-
 def test_one_trace_per_outcome() -> None:
     """Four traces (success, agent error status, refusal, a stopped loop) count once each by outcome."""
     spans = [
@@ -58,11 +50,11 @@ def test_one_trace_per_outcome() -> None:
         h.server.ingest(spans)
         h.server.finish_all()
         assert h.wait_reports(4)
-        counts = {p.attributes[OUTCOME]: p.value for p in _points(h, "loopguard.task.outcomes")}
+        counts = {p.attributes[OUTCOME]: p.value for p in h.points("loopguard.task.outcomes")}
         assert counts == {"success": 1, "error": 1, "refused": 1, "stopped": 1}
-        tool_calls = {p.attributes[OUTCOME]: (p.count, p.sum) for p in _points(h, "loopguard.task.tool_calls")}
+        tool_calls = {p.attributes[OUTCOME]: (p.count, p.sum) for p in h.points("loopguard.task.tool_calls")}
         assert tool_calls == {"success": (1, 2), "error": (1, 1), "refused": (1, 0), "stopped": (1, 4)}
-        turns = {p.attributes[OUTCOME]: p.sum for p in _points(h, "loopguard.task.turns")}
+        turns = {p.attributes[OUTCOME]: p.sum for p in h.points("loopguard.task.turns")}
         assert turns == {"success": 0, "error": 0, "refused": 1, "stopped": 0}
 
 
@@ -74,10 +66,10 @@ def test_figures_agent_and_versions_of_a_priced_task() -> None:
         assert h.wait_reports(1)
         for name, total in (("loopguard.task.cost", 2.0), ("loopguard.task.duration", 10.0),
                             ("loopguard.task.turns", 1)):
-            [point] = _points(h, name)
+            [point] = h.points(name)
             assert (point.count, point.sum) == (1, total), name
             assert dict(point.attributes) == {OUTCOME: "success", "gen_ai.agent.name": "planner",
-                                              "app.prompt.version": "p7"}, name
+                                              "app.prompt.version": "p7", "gen_ai.request.model": "m1"}, name
 
 
 def test_exception_event_on_a_plain_root() -> None:
@@ -90,7 +82,7 @@ def test_exception_event_on_a_plain_root() -> None:
         h.server.ingest([root, agent, _tool(9, 0)])
         h.server.finish_all()
         assert h.wait_reports(1)
-        [point] = _points(h, "loopguard.task.outcomes")
+        [point] = h.points("loopguard.task.outcomes")
         assert (point.attributes[OUTCOME], point.value) == ("error", 1)
-        [duration] = _points(h, "loopguard.task.duration")
+        [duration] = h.points("loopguard.task.duration")
         assert duration.sum == 20.0  # the root's 20 s, not the agent's 9.9 s
