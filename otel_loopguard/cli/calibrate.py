@@ -26,6 +26,7 @@ from ..core.calibrate import (
     Calibration,
     CalibrationTrace,
     Grid,
+    Hit,
     SettingResult,
     calibrate,
     config_toml,
@@ -649,19 +650,28 @@ def _describe(result: Calibration, r: SettingResult, out: IO[str]) -> None:
     if r.false_stops:
         out.write(f"  stops {len(r.false_stops)} of {r.healthy} healthy traces ({_pct(len(r.false_stops), r.healthy)})"
                   ":\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after call {h.step} ({h.tool}, rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after {_step_name(h)} ({h.tool}, rule {h.rule})"
                     for h in r.false_stops], len(r.false_stops))
     else:
         out.write(f"  no false stop on the {r.healthy} healthy traces\n")
     if r.false_stuck:
         out.write(f"  false stuck verdicts (a nudge, an alert) on {len(r.false_stuck)} of {r.healthy} healthy traces "
                   f"({_pct(len(r.false_stuck), r.healthy)}):\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after call {h.step} ({h.tool}, rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after {_step_name(h)} ({h.tool}, rule {h.rule})"
                     for h in r.false_stuck], len(r.false_stuck))
     else:
         out.write("  no false stuck verdict\n")
     if r.budget_stops:
         out.write(f"  {len(r.budget_stops)} trace(s) stopped by the step or cost budget (not counted above)\n")
+
+
+#: How a hit's step is named by its kind (each kind counts its own steps).
+_STEP_NAMES = {"handoff": "hand-off", "agent": "sub-agent call", "model": "model turn"}
+
+
+def _step_name(hit: Hit) -> str:
+    """``call 4``, or ``hand-off 6`` / ``model turn 3`` for a loop of another kind of step."""
+    return f"{_STEP_NAMES.get(hit.kind, 'call')} {hit.step}"
 
 
 def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
