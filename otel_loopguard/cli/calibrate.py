@@ -57,7 +57,8 @@ its path or file name.
 
 Grid axes (each --grid replaces one axis of the default grid; the [calibrate] table of --config does the same):
   window, max_period, min_repetitions, frequency_limit, hysteresis, stop_after, max_nudges,
-  tools.NAME.min_repetitions, tools.NAME.frequency_limit, tools.NAME.exempt (true,false)
+  tools.NAME.min_repetitions, tools.NAME.frequency_limit, tools.NAME.exempt (true,false),
+  tools.NAME.wait_seconds (seconds, 0: no wait), tools.NAME.wait_until (result patterns, empty: none)
 Default: window=6,10,20 max_period=2,3,4 min_repetitions=2,3,4 frequency_limit=3,4,6 hysteresis=1,2.
 
 Delay: from the loop's first call (the first call of the first cycle a stuck verdict reports, the earliest over
@@ -686,7 +687,9 @@ def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
             low = rec_values.frequency_limit
             grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
         else:
-            grids.append(f"--grid tools.{tool}.exempt=false,true")
+            # A poller caught by the period rule: waiting for it catches a poll that never ends, exempting never.
+            grids.append(f"--grid tools.{tool}.exempt=false,true --grid tools.{tool}.wait_seconds=0,"
+                         f"{result.wait_hint(tool)}")
     named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
     out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
               f"{' '.join(grids)}\n")

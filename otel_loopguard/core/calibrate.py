@@ -47,8 +47,8 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .agent_steps import NEWS_ONLY
+from .config import LoopGuardConfig, ToolSettings, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
 from .judge import Step, TraceJudge
@@ -93,8 +93,11 @@ HEALTHY = "healthy"
 
 #: Top-level settings a grid may sweep (the detector thresholds and the intervention ladder).
 GRID_KEYS = ("window", "max_period", "min_repetitions", "frequency_limit", "hysteresis", "stop_after", "max_nudges")
-#: Per-tool settings a grid may sweep, as ``tools.NAME.KEY``.
-TOOL_GRID_KEYS = ("min_repetitions", "frequency_limit", "exempt")
+#: Per-tool settings a grid may sweep, as ``tools.NAME.KEY``. The polled-tool wait (``wait_seconds``, seconds;
+#: ``wait_until``, a result pattern) takes 0 and "" for "no wait", so a grid can compare waiting with exempting.
+TOOL_GRID_KEYS = ("min_repetitions", "frequency_limit", "exempt", "wait_seconds", "wait_until")
+#: The value of a wait axis that sets no wait.
+_NO_WAIT: dict[str, Any] = {"wait_seconds": 0, "wait_until": ""}
 #: The grid swept when none is given: 162 combinations, 108 of them valid (a window must hold
 #: ``max_period * min_repetitions`` calls and at least ``frequency_limit``).
 DEFAULT_GRID: dict[str, tuple[int, ...]] = {
@@ -142,14 +145,28 @@ def _check_values(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
         if key == "exempt":
             if not isinstance(value, bool):
                 raise ConfigError(f"grid axis {name}: values must be true or false, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"grid axis {name}: values must be positive integers, got {value!r}")
+        elif key == "wait_until":
+            _check_pattern(name, value)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "wait_seconds" else 1):
+            wanted = "non-negative integers (0: no wait)" if key == "wait_seconds" else "positive integers"
+            raise ConfigError(f"grid axis {name}: values must be {wanted}, got {value!r}")
     # Duplicates would only sweep the same setting twice.
     return tuple(dict.fromkeys(values))
 
 
+def _check_pattern(name: str, value: Any) -> None:
+    """A ``wait_until`` value: a regular expression, or "" for none."""
+    if not isinstance(value, str):
+        raise ConfigError(f"grid axis {name}: values must be regular expressions (\"\": none), got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"grid axis {name}: {value!r} is not a regular expression: {exc}") from None
+
+
 def parse_axis_text(text: str) -> tuple[str, tuple[Any, ...]]:
-    """One ``--grid`` value: ``AXIS=V1,V2,...`` (integers; ``true``/``false`` for ``tools.NAME.exempt``).
+    """One ``--grid`` value: ``AXIS=V1,V2,...`` (integers; ``true``/``false`` for ``tools.NAME.exempt``; patterns
+    for ``tools.NAME.wait_until``, an empty one for none: a pattern holding a comma goes in the ``[calibrate]`` table).
 
     Raises:
         ConfigError: the text is not ``AXIS=VALUES``, the axis is unknown, or a value is invalid.
@@ -166,6 +183,8 @@ def parse_axis_text(text: str) -> tuple[str, tuple[Any, ...]]:
             if word not in ("true", "false"):
                 raise ConfigError(f"--grid {name}: values must be true or false, got {part.strip()!r}")
             values.append(word == "true")
+        elif key == "wait_until":
+            values.append(part.strip())
         else:
             try:
                 values.append(int(word))
@@ -178,7 +197,8 @@ def read_calibrate_table(path: str | os.PathLike[str]) -> dict[str, tuple[Any, .
     """The grid axes of the ``[calibrate]`` table of a TOML configuration file (empty when it has none).
 
     The table holds one key per swept setting, a list of values or one value (a fixed setting), and per-tool
-    tables ``[calibrate.tools."NAME"]`` with ``min_repetitions``, ``frequency_limit`` or ``exempt``.
+    tables ``[calibrate.tools."NAME"]`` with ``min_repetitions``, ``frequency_limit``, ``exempt``, ``wait_seconds``
+    or ``wait_until``.
 
     Raises:
         ConfigError: the file cannot be read, is not TOML, or the table holds an unknown key or a bad value.
@@ -296,7 +316,7 @@ class Grid:
                 if per_tool:
                     tools = dict(base.tools)
                     for tool, values in per_tool.items():
-                        tools[tool] = dataclasses.replace(tools.get(tool) or ToolSettings(), **values)
+                        tools[tool] = dataclasses.replace(tools.get(tool) or ToolSettings(), **_tool_values(values))
                     top["tools"] = tools
                 config = dataclasses.replace(base, **top)
             except ConfigError as exc:
@@ -304,6 +324,11 @@ class Grid:
                 continue
             settings.append(Setting(len(settings), tuple(zip(names, combo)), config))
         return settings, skipped
+
+
+def _tool_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-tool swept values as :class:`ToolSettings` takes them: a wait axis's "no wait" is None."""
+    return {k: None if k in _NO_WAIT and v == _NO_WAIT[k] else v for k, v in values.items()}
 
 
 # -- traces, read once -----------------------------------------------------------------------------------------
@@ -399,6 +424,13 @@ class CalibrationTrace:
     def costs(self, kind: str) -> list[float]:
         """Priced model cost judged before each step of ``kind`` (one more entry: the whole trace)."""
         return self.cost_before if kind == STEP_TOOL else self.lane_cost.get(kind, [self.usd_total])
+
+    def tool_seconds(self, tool: str) -> float | None:
+        """Seconds from the start of the first call of ``tool`` to the end of its last one (how long a polled tool
+        was polled), or None without times."""
+        times = [t for s in self.steps if s.call is not None and s.kind == STEP_TOOL and s.call.tool == tool
+                 for t in (s.call.start, s.call.end) if t is not None]
+        return max(times) - min(times) if times else None
 
     def ref(self) -> dict[str, Any]:
         """How a person finds the trace: its id and file(s)."""
@@ -870,6 +902,20 @@ class Calibration:
         """The tools whose repetition makes the false positives (of the recommendation, and the false stops of the
         trade-off), when the grid has no per-tool axis for them: (tool, the rule that fired most, healthy traces),
         most traces first. A per-tool setting for them may catch incidents without those false positives."""
+        traces, rules = self._hint_traces()
+        ranked = sorted(traces, key=lambda tool: (-len(traces[tool]), tool))[:limit]
+        return [(tool, max(rules[tool], key=lambda rule: (rules[tool][rule], rule)), len(traces[tool]))
+                for tool in ranked]
+
+    def wait_hint(self, tool: str) -> int:
+        """A ``wait_seconds`` worth sweeping for a polled ``tool`` of :meth:`tool_hints`: the longest it was polled
+        in the healthy traces it made false positives on, rounded up to a whole minute (at least one)."""
+        spans = [self.traces[t].tool_seconds(tool) for t in self._hint_traces()[0].get(tool, ())]
+        longest = max((s for s in spans if s is not None), default=0.0)
+        return 60 * max(1, math.ceil(longest / 60))
+
+    def _hint_traces(self) -> tuple[dict[str, set[int]], dict[str, dict[str, int]]]:
+        """The healthy traces of each tool blamed by :meth:`tool_hints`, and its hits by rule."""
         swept = set(self.grid.tools())
         hits: list[Hit] = []
         if self.recommendation is not None:
@@ -883,9 +929,7 @@ class Calibration:
                 traces.setdefault(h.tool, set()).add(h.trace)
                 by_rule = rules.setdefault(h.tool, {})
                 by_rule[h.rule] = by_rule.get(h.rule, 0) + 1
-        ranked = sorted(traces, key=lambda tool: (-len(traces[tool]), tool))[:limit]
-        return [(tool, max(rules[tool], key=lambda rule: (rules[tool][rule], rule)), len(traces[tool]))
-                for tool in ranked]
+        return traces, rules
 
     def _incident(self, index: int, trace: CalibrationTrace) -> dict[str, Any]:
         """An incident in the JSON document: its tool calls and loop onset; for a loop of another kind of step than
@@ -1038,6 +1082,11 @@ def config_toml(base_data: Mapping[str, Any], setting: Setting, header: Iterable
     if tools:
         merged = {name: dict(table) for name, table in data.get("tools", {}).items()}
         for tool, values in tools.items():
-            merged.setdefault(tool, {}).update(values)
-        data["tools"] = merged
+            table = merged.setdefault(tool, {})
+            for key, value in _tool_values(values).items():
+                if value is None:
+                    table.pop(key, None)  # no wait: the key is left out (TOML has no null)
+                else:
+                    table[key] = value
+        data["tools"] = {tool: table for tool, table in merged.items() if table}
     return dump_toml(data, header)

@@ -12,7 +12,6 @@ import pytest
 from otel_loopguard.errors import ConfigError
 from otel_loopguard.serve.server import Server
 from otel_loopguard.serve.status import MAX_EVENTS
-
 from tests.support.agent_step_fixtures import AGENT_FIXTURES
 
 from ._loop_request import loop_request
