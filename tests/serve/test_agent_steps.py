@@ -50,3 +50,19 @@ def test_verdict_counter_carries_the_step_kind() -> None:
         ("stuck", "model", 1)]
     assert [(a["loopguard.intervention"], a["loopguard.step.kind"], v)
             for a, v in points["loopguard.interventions"]] == [("nudge", "model", 1)]
+
+
+def test_autogen_native_turns_are_noted_not_judged() -> None:
+    """AutoGen's native tracing of a repeating group chat, posted to serve: the eight one-turn traces (nine messages:
+    the task and eight turns) each finish working with one agent_turns_without_content note for their one
+    invoke_agent span; no verdict event is told."""
+    path = AGENT_FIXTURES / "autogen_group_native__group_repeat.json"
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        reports = [r.as_dict() for r in h.reports]
+    notes = [(u["reason"], u["spans"]) for r in reports for u in (r.get("unread") or ())]
+    assert notes == [("agent_turns_without_content", 1)] * 8
+    assert {r["verdict"] for r in reports} == {"working"}
+    assert h.events == []
