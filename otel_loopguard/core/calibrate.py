@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from ..errors import ConfigError
 from .agent_steps import NEWS_ONLY
-from .config import LoopGuardConfig, ToolSettings, read_config_toml
+from .config import LoopGuardConfig, ToolSettings, _optional_pattern, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
 from .judge import Step, TraceJudge
@@ -146,22 +146,13 @@ def _check_values(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
             if not isinstance(value, bool):
                 raise ConfigError(f"grid axis {name}: values must be true or false, got {value!r}")
         elif key == "wait_until":
-            _check_pattern(name, value)
+            if value != "":  # "" sets no pattern
+                _optional_pattern(f"grid axis {name}", value)
         elif isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "wait_seconds" else 1):
             wanted = "non-negative integers (0: no wait)" if key == "wait_seconds" else "positive integers"
             raise ConfigError(f"grid axis {name}: values must be {wanted}, got {value!r}")
     # Duplicates would only sweep the same setting twice.
     return tuple(dict.fromkeys(values))
-
-
-def _check_pattern(name: str, value: Any) -> None:
-    """A ``wait_until`` value: a regular expression, or "" for none."""
-    if not isinstance(value, str):
-        raise ConfigError(f"grid axis {name}: values must be regular expressions (\"\": none), got {value!r}")
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ConfigError(f"grid axis {name}: {value!r} is not a regular expression: {exc}") from None
 
 
 def parse_axis_text(text: str) -> tuple[str, tuple[Any, ...]]:

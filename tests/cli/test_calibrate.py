@@ -245,7 +245,7 @@ def test_default_grid_and_skipped_combinations(tmp_path: Path, capsys: pytest.Ca
                          "min_repetitions, frequency_limit, exempt, wait_seconds, wait_until"),
     ("tools.x.wait_seconds=-5", "grid axis tools.x.wait_seconds: values must be non-negative integers (0: no wait), "
                                 "got -5"),
-    ("tools.x.wait_until=done,(", "grid axis tools.x.wait_until: '(' is not a regular expression: missing ), "
+    ("tools.x.wait_until=done,(", "grid axis tools.x.wait_until is not a valid regular expression: missing ), "
                                   "unterminated subpattern at position 0"),
 ])
 def test_bad_grid_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], grid: str,
