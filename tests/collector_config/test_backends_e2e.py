@@ -96,6 +96,14 @@ PANELS: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] = {
     ("Detection delay", "C"): {(): _q(1.98, 4, 6, 1, 1)},  # 5.96
     ("Processor errors and evicted traces", "A"): {},  # no error: no series
     ("Processor errors and evicted traces", "B"): {},  # nothing evicted: sum() of no series is empty
+    # Every step of the demo is a tool call: the step-kind row shows the rows above under "tool" only.
+    ("Transitions into stuck by step kind", "A"): {(("loopguard_step_kind", "tool"),): 2},
+    ("Verdict transitions by step kind", "A"): {
+        (("loopguard_step_kind", "tool"), ("loopguard_verdict", v)): n
+        for v, n in {"stuck": 2, "retrying": 1, "waiting": 1, "uncertain": 1}.items()},
+    ("Nudges and stops by step kind", "A"): {  # nudges: support, research; stops: support (period), analyst (cost)
+        (("loopguard_step_kind", "tool"), ("loopguard_intervention", "nudge")): 2,
+        (("loopguard_step_kind", "tool"), ("loopguard_intervention", "stop")): 2},
 }  # fmt: skip
 
 
