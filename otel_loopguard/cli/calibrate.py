@@ -26,6 +26,7 @@ from ..core.calibrate import (
     Calibration,
     CalibrationTrace,
     Grid,
+    Hit,
     SettingResult,
     calibrate,
     config_toml,
@@ -56,7 +57,8 @@ its path or file name.
 
 Grid axes (each --grid replaces one axis of the default grid; the [calibrate] table of --config does the same):
   window, max_period, min_repetitions, frequency_limit, hysteresis, stop_after, max_nudges,
-  tools.NAME.min_repetitions, tools.NAME.frequency_limit, tools.NAME.exempt (true,false)
+  tools.NAME.min_repetitions, tools.NAME.frequency_limit, tools.NAME.exempt (true,false),
+  tools.NAME.wait_seconds (seconds, 0: no wait), tools.NAME.wait_until (result patterns, empty: none)
 Default: window=6,10,20 max_period=2,3,4 min_repetitions=2,3,4 frequency_limit=3,4,6 hysteresis=1,2.
 
 Delay: from the loop's first call (the first call of the first cycle a stuck verdict reports, the earliest over
@@ -649,19 +651,28 @@ def _describe(result: Calibration, r: SettingResult, out: IO[str]) -> None:
     if r.false_stops:
         out.write(f"  stops {len(r.false_stops)} of {r.healthy} healthy traces ({_pct(len(r.false_stops), r.healthy)})"
                   ":\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after call {h.step} ({h.tool}, rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stopped after {_step_name(h)} ({h.tool}, rule {h.rule})"
                     for h in r.false_stops], len(r.false_stops))
     else:
         out.write(f"  no false stop on the {r.healthy} healthy traces\n")
     if r.false_stuck:
         out.write(f"  false stuck verdicts (a nudge, an alert) on {len(r.false_stuck)} of {r.healthy} healthy traces "
                   f"({_pct(len(r.false_stuck), r.healthy)}):\n")
-        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after call {h.step} ({h.tool}, rule {h.rule})"
+        _list(out, [f"{_trace_name(traces[h.trace])}: stuck after {_step_name(h)} ({h.tool}, rule {h.rule})"
                     for h in r.false_stuck], len(r.false_stuck))
     else:
         out.write("  no false stuck verdict\n")
     if r.budget_stops:
         out.write(f"  {len(r.budget_stops)} trace(s) stopped by the step or cost budget (not counted above)\n")
+
+
+#: How a hit's step is named by its kind (each kind counts its own steps).
+_STEP_NAMES = {"handoff": "hand-off", "agent": "sub-agent call", "model": "model turn"}
+
+
+def _step_name(hit: Hit) -> str:
+    """``call 4``, or ``hand-off 6`` / ``model turn 3`` for a loop of another kind of step."""
+    return f"{_STEP_NAMES.get(hit.kind, 'call')} {hit.step}"
 
 
 def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
@@ -676,7 +687,9 @@ def _hints(result: Calibration, rec: SettingResult, out: IO[str]) -> None:
             low = rec_values.frequency_limit
             grids.append(f"--grid tools.{tool}.frequency_limit={low},{min(2 * low, rec_values.window)}")
         else:
-            grids.append(f"--grid tools.{tool}.exempt=false,true")
+            # A poller caught by the period rule: waiting for it catches a poll that never ends, exempting never.
+            grids.append(f"--grid tools.{tool}.exempt=false,true --grid tools.{tool}.wait_seconds=0,"
+                         f"{result.wait_hint(tool)}")
     named = ", ".join(f"{tool} ({n} healthy trace{'s' if n > 1 else ''}, rule {rule})" for tool, rule, n in hints)
     out.write(f"\nhint: the false positives above repeat {named}; sweep per-tool settings for them too, e.g. "
               f"{' '.join(grids)}\n")

@@ -269,7 +269,8 @@ LOGFIRE_RAW_INPUT = "raw_input"
 LOGFIRE_INPUT = "input"
 
 # --- Emitted for steps that are not tool calls ---------------------------------------------------------------------
-#: The kind of the judged steps: ``tool``, ``handoff``, ``agent`` or ``model`` (low cardinality: four values).
+#: The kind of the judged steps: ``tool``, ``handoff``, ``agent`` or ``model`` (low cardinality: four values). On
+#: events of other kinds than ``tool``, and on every point of the verdict and intervention counters.
 LOOPGUARD_STEP_KIND = "loopguard.step.kind"
 #: The agent names of the repeated cycle (events only, never a metric attribute).
 LOOPGUARD_AGENTS = "loopguard.agents"

@@ -10,6 +10,10 @@ OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the tr
 * :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls) but
   record neither the calls nor their results (content capture off), and the trace has no readable tool span: its
   calls are judged as calls that cannot be compared (at most ``uncertain``). The keys named are the evidence seen.
+* :data:`AGENT_TURNS_WITHOUT_CONTENT`: as :data:`NO_TOOL_CALLS`, but the trace's only GenAI spans are agent turns
+  (``invoke_agent``) that record no message text and no model call: a group chat whose turns are each traced on
+  their own without content (AutoGen's native tracing). A repeated turn or hand-off cannot be seen, and nothing is
+  guessed; the note says which instrumentation records the messages.
 * :data:`UNKNOWN_ATTRIBUTES`: a tool span whose arguments or result were not found where its convention writes
   them, while it carries attributes (or span-event attributes) that look like content no convention reads. The
   keys named are those attributes: a ``[conventions.NAME]`` table can read them.
@@ -30,6 +34,7 @@ from .model_calls import tool_activity
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
+    "AGENT_TURNS_WITHOUT_CONTENT",
     "CALLS_WITHOUT_CONTENT",
     "CONVENTIONS_PAGE",
     "INVALID_IDS",
@@ -44,8 +49,9 @@ __all__ = [
 
 NO_TOOL_CALLS = "no_tool_calls"
 CALLS_WITHOUT_CONTENT = "calls_without_content"
+AGENT_TURNS_WITHOUT_CONTENT = "agent_turns_without_content"
 #: Causes known only when the whole trace has been read (``serve`` tells them in a later answer to the sender).
-TRACE_CAUSES = frozenset({NO_TOOL_CALLS, CALLS_WITHOUT_CONTENT})
+TRACE_CAUSES = frozenset({NO_TOOL_CALLS, CALLS_WITHOUT_CONTENT, AGENT_TURNS_WITHOUT_CONTENT})
 UNKNOWN_ATTRIBUTES = "unknown_attributes"
 #: Where the documentation explains what is read and how to make the rest readable.
 CONVENTIONS_PAGE = "the documentation page 'Conventions read' (docs/conventions.md)"
@@ -143,6 +149,12 @@ def message(unread: Unread) -> str:
         return (f"{unread.spans} model span(s) say tool calls happened but record neither the calls nor their "
                 f"results (message content not captured), so the calls cannot be compared and the trace is at most "
                 f"uncertain; evidence seen: {keys}; capture message content on spans, see {CONVENTIONS_PAGE}")
+    if unread.reason == AGENT_TURNS_WITHOUT_CONTENT:
+        return (f"{unread.spans} agent turn span(s) with no message text and no model call in the trace (a group "
+                f"chat whose turns are each traced apart without content, as AutoGen's native tracing does), so "
+                f"repeated turns and hand-offs cannot be judged and nothing is inferred; attributes seen: {keys}; "
+                f"record the messages (for AutoGen: openinference-instrumentation-autogen-agentchat), see "
+                f"{CONVENTIONS_PAGE}")
     if unread.reason == NO_TOOL_CALLS:
         return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
                 f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
@@ -156,6 +168,12 @@ def message(unread: Unread) -> str:
 _GENAI_KEYS: BoundedCache[tuple[str, ...], frozenset[str]] = BoundedCache(1024)
 
 
+def _bare_agent_turn(attrs: Mapping[str, Any]) -> bool:
+    """An agent span that records a turn but none of its messages (AutoGen's native ``invoke_agent`` spans)."""
+    return attrs.get(n.GEN_AI_OPERATION_NAME) == n.OP_INVOKE_AGENT and not any(
+        key.endswith("messages") or _content_like(key) for key in attrs)
+
+
 def _bounded(keys: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(keys)))[:MAX_KEYS]
 
@@ -167,8 +185,8 @@ class UnreadTrace:
     model spans gave tool calls, then :meth:`causes` when the trace is done.
     """
 
-    __slots__ = ("_activity", "_activity_spans", "_derived", "_last_keys", "_model_keys", "_model_spans", "_tool_calls",
-                 "_unknown", "_unknown_spans")
+    __slots__ = ("_activity", "_activity_spans", "_bare_turns", "_derived", "_last_keys", "_model_keys", "_model_spans",
+                 "_tool_calls", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
@@ -180,6 +198,8 @@ class UnreadTrace:
         self._unknown_spans = 0
         self._activity: set[str] = set()
         self._activity_spans = 0
+        # Agent spans without message text (a trace of nothing else has nothing to judge: its own note).
+        self._bare_turns = 0
 
     def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
              events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
@@ -203,6 +223,8 @@ class UnreadTrace:
     def model(self, attrs: Mapping[str, Any]) -> None:
         """One model or agent span (one that says tool calls happened without recording them is noted)."""
         self._model_spans += 1
+        if _bare_agent_turn(attrs):
+            self._bare_turns += 1
         activity = tool_activity(attrs)
         if activity is not None:
             self._activity_spans += 1
@@ -236,6 +258,7 @@ class UnreadTrace:
         self._model_spans += other._model_spans
         self._unknown_spans += other._unknown_spans
         self._activity_spans += other._activity_spans
+        self._bare_turns += other._bare_turns
         self._activity.update(other._activity)
         if len(self._model_keys) < 4 * MAX_KEYS:
             self._model_keys.update(other._model_keys)
@@ -256,6 +279,7 @@ class UnreadTrace:
             # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
             out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
         elif self._model_spans and not self._tool_calls:
-            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans))
+            reason = AGENT_TURNS_WITHOUT_CONTENT if self._bare_turns == self._model_spans else NO_TOOL_CALLS
+            out.append(Unread(reason, _bounded(self._model_keys), self._model_spans))
         return out
 

@@ -47,11 +47,12 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from .config import LoopGuardConfig, ToolSettings, read_config_toml
+from .agent_steps import NEWS_ONLY
+from .config import LoopGuardConfig, ToolSettings, _optional_pattern, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
 from .judge import Step, TraceJudge
-from .model import RULE_FREQUENCY, RULE_PERIOD, STEP_TOOL, STUCK
+from .model import RULE_FREQUENCY, RULE_OUTPUT_REPETITION, RULE_PERIOD, STEP_KINDS, STEP_TOOL, STUCK
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,6 +69,7 @@ __all__ = [
     "Calibration",
     "CalibrationTrace",
     "Grid",
+    "Hit",
     "Outcome",
     "Setting",
     "SettingResult",
@@ -75,6 +77,8 @@ __all__ = [
     "config_toml",
     "dump_toml",
     "evaluate",
+    "first_onset",
+    "onsets",
     "rank_key",
     "read_calibrate_table",
     "replay",
@@ -89,8 +93,11 @@ HEALTHY = "healthy"
 
 #: Top-level settings a grid may sweep (the detector thresholds and the intervention ladder).
 GRID_KEYS = ("window", "max_period", "min_repetitions", "frequency_limit", "hysteresis", "stop_after", "max_nudges")
-#: Per-tool settings a grid may sweep, as ``tools.NAME.KEY``.
-TOOL_GRID_KEYS = ("min_repetitions", "frequency_limit", "exempt")
+#: Per-tool settings a grid may sweep, as ``tools.NAME.KEY``. The polled-tool wait (``wait_seconds``, seconds;
+#: ``wait_until``, a result pattern) takes 0 and "" for "no wait", so a grid can compare waiting with exempting.
+TOOL_GRID_KEYS = ("min_repetitions", "frequency_limit", "exempt", "wait_seconds", "wait_until")
+#: The value of a wait axis that sets no wait.
+_NO_WAIT: dict[str, Any] = {"wait_seconds": 0, "wait_until": ""}
 #: The grid swept when none is given: 162 combinations, 108 of them valid (a window must hold
 #: ``max_period * min_repetitions`` calls and at least ``frequency_limit``).
 DEFAULT_GRID: dict[str, tuple[int, ...]] = {
@@ -104,8 +111,8 @@ DEFAULT_GRID: dict[str, tuple[int, ...]] = {
 MAX_SETTINGS = 10_000
 #: Values one axis may hold at most.
 MAX_AXIS_VALUES = 100
-#: Stops caused by a loop; other stops are the step and cost budgets.
-LOOP_RULES = frozenset({RULE_PERIOD, RULE_FREQUENCY})
+#: Stops caused by a loop (a degenerate output is one); other stops are the step and cost budgets.
+LOOP_RULES = frozenset({RULE_PERIOD, RULE_FREQUENCY, RULE_OUTPUT_REPETITION})
 
 _NONE = -1
 
@@ -138,14 +145,19 @@ def _check_values(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
         if key == "exempt":
             if not isinstance(value, bool):
                 raise ConfigError(f"grid axis {name}: values must be true or false, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"grid axis {name}: values must be positive integers, got {value!r}")
+        elif key == "wait_until":
+            if value != "":  # "" sets no pattern
+                _optional_pattern(f"grid axis {name}", value)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "wait_seconds" else 1):
+            wanted = "non-negative integers (0: no wait)" if key == "wait_seconds" else "positive integers"
+            raise ConfigError(f"grid axis {name}: values must be {wanted}, got {value!r}")
     # Duplicates would only sweep the same setting twice.
     return tuple(dict.fromkeys(values))
 
 
 def parse_axis_text(text: str) -> tuple[str, tuple[Any, ...]]:
-    """One ``--grid`` value: ``AXIS=V1,V2,...`` (integers; ``true``/``false`` for ``tools.NAME.exempt``).
+    """One ``--grid`` value: ``AXIS=V1,V2,...`` (integers; ``true``/``false`` for ``tools.NAME.exempt``; patterns
+    for ``tools.NAME.wait_until``, an empty one for none: a pattern holding a comma goes in the ``[calibrate]`` table).
 
     Raises:
         ConfigError: the text is not ``AXIS=VALUES``, the axis is unknown, or a value is invalid.
@@ -162,6 +174,8 @@ def parse_axis_text(text: str) -> tuple[str, tuple[Any, ...]]:
             if word not in ("true", "false"):
                 raise ConfigError(f"--grid {name}: values must be true or false, got {part.strip()!r}")
             values.append(word == "true")
+        elif key == "wait_until":
+            values.append(part.strip())
         else:
             try:
                 values.append(int(word))
@@ -174,7 +188,8 @@ def read_calibrate_table(path: str | os.PathLike[str]) -> dict[str, tuple[Any, .
     """The grid axes of the ``[calibrate]`` table of a TOML configuration file (empty when it has none).
 
     The table holds one key per swept setting, a list of values or one value (a fixed setting), and per-tool
-    tables ``[calibrate.tools."NAME"]`` with ``min_repetitions``, ``frequency_limit`` or ``exempt``.
+    tables ``[calibrate.tools."NAME"]`` with ``min_repetitions``, ``frequency_limit``, ``exempt``, ``wait_seconds``
+    or ``wait_until``.
 
     Raises:
         ConfigError: the file cannot be read, is not TOML, or the table holds an unknown key or a bad value.
@@ -292,7 +307,7 @@ class Grid:
                 if per_tool:
                     tools = dict(base.tools)
                     for tool, values in per_tool.items():
-                        tools[tool] = dataclasses.replace(tools.get(tool) or ToolSettings(), **values)
+                        tools[tool] = dataclasses.replace(tools.get(tool) or ToolSettings(), **_tool_values(values))
                     top["tools"] = tools
                 config = dataclasses.replace(base, **top)
             except ConfigError as exc:
@@ -300,6 +315,11 @@ class Grid:
                 continue
             settings.append(Setting(len(settings), tuple(zip(names, combo)), config))
         return settings, skipped
+
+
+def _tool_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-tool swept values as :class:`ToolSettings` takes them: a wait axis's "no wait" is None."""
+    return {k: None if k in _NO_WAIT and v == _NO_WAIT[k] else v for k, v in values.items()}
 
 
 # -- traces, read once -----------------------------------------------------------------------------------------
@@ -331,8 +351,8 @@ class CalibrationTrace:
     without a cost budget, model usage changes no verdict, nudge or stop, so :func:`replay` judges only them.
     """
 
-    __slots__ = ("call_ends", "cost_before", "end", "label", "max_steps", "observed_at", "source", "steps",
-                 "tool_steps", "trace_id", "usd_total")
+    __slots__ = ("call_ends", "cost_before", "end", "label", "lane_cost", "lane_ends", "max_steps", "observed_at",
+                 "source", "steps", "tool_steps", "trace_id", "usd_total")
 
     def __init__(self, steps: Iterable[Step], *, trace_id: str | None, source: str, label: str | None,
                  observed_at: float | None, prices: Mapping[str, Any] | None = None, max_steps: int | None = None,
@@ -353,21 +373,32 @@ class CalibrationTrace:
         self.call_ends: list[float | None] = []
         #: Priced model cost of the usage judged before each tool call (one more entry: the whole trace).
         self.cost_before: list[float] = []
+        #: The same per other kind of step (hand-off, sub-agent, model turn): each kind is judged in a sequence of its
+        #: own (its verdicts' step indices count its steps only), so its delays are measured along its own steps.
+        self.lane_ends: dict[str, list[float | None]] = {}
+        self.lane_cost: dict[str, list[float]] = {}
         cost = CostTotal()
         end: float | None = None
         for step in self.steps:
             call = step.call
-            if call is not None and step.kind == STEP_TOOL:  # hand-offs and model turns are no tool calls
-                self.cost_before.append(cost.usd)
+            if call is not None:
+                if step.kind == STEP_TOOL:
+                    ends, costs = self.call_ends, self.cost_before
+                elif call.tool != NEWS_ONLY:  # news for the next hand-off is never judged: no index of its own
+                    ends, costs = self.lane_ends.setdefault(step.kind, []), self.lane_cost.setdefault(step.kind, [])
+                else:
+                    continue
+                costs.append(cost.usd)
                 at = call.end if call.end is not None else call.start
-                self.call_ends.append(at)
+                ends.append(at)
                 if at is not None and (end is None or at > end):
                     end = at
             elif step.usage is not None:
                 cost = cost.add(step.model, step.usage, prices)
                 if step.end_ns and (end is None or step.end_ns * 1e-9 > end):
                     end = step.end_ns * 1e-9
-        self.cost_before.append(cost.usd)
+        for costs in (self.cost_before, *self.lane_cost.values()):
+            costs.append(cost.usd)
         self.usd_total = cost.usd
         #: The trace's last time (what a stop saves runs to it): its last span's end.
         self.end = last_end if last_end is not None else end
@@ -376,6 +407,21 @@ class CalibrationTrace:
     def calls(self) -> int:
         """Tool calls in the trace (after joining nested spans of one call)."""
         return len(self.call_ends)
+
+    def ends(self, kind: str) -> list[float | None]:
+        """End (else start) of each judged step of ``kind``, in its sequence's order."""
+        return self.call_ends if kind == STEP_TOOL else self.lane_ends.get(kind, [])
+
+    def costs(self, kind: str) -> list[float]:
+        """Priced model cost judged before each step of ``kind`` (one more entry: the whole trace)."""
+        return self.cost_before if kind == STEP_TOOL else self.lane_cost.get(kind, [self.usd_total])
+
+    def tool_seconds(self, tool: str) -> float | None:
+        """Seconds from the start of the first call of ``tool`` to the end of its last one (how long a polled tool
+        was polled), or None without times."""
+        times = [t for s in self.steps if s.call is not None and s.kind == STEP_TOOL and s.call.tool == tool
+                 for t in (s.call.start, s.call.end) if t is not None]
+        return max(times) - min(times) if times else None
 
     def ref(self) -> dict[str, Any]:
         """How a person finds the trace: its id and file(s)."""
@@ -399,8 +445,12 @@ class Outcome(NamedTuple):
         nudge_step: the call after which the first nudge was decided.
         stop_step: the call after which the run was stopped (any rule; a stop stays).
         stop_rule: the stop's rule (``period``, ``frequency``, ``step_limit``, ``cost_limit``).
-        stuck_tool: the repeated call's tool in that stuck verdict (the cycle's first call).
+        stuck_tool: the repeated call's tool in that stuck verdict (the cycle's first call; for a hand-off
+            ``from → to``).
         stop_tool: the repeated call's tool in the verdict the stop was decided on ("" for a budget stop).
+        stuck_kind, stop_kind: the kind of step of that verdict and of the stop (``tool``, ``handoff``, ``agent``,
+            ``model``; "" when none). Steps of each kind are counted in their own sequence, so ``stuck_step``,
+            ``cycle_start`` and ``stop_step`` count steps of that kind.
     """
 
     steps: int
@@ -412,6 +462,8 @@ class Outcome(NamedTuple):
     stop_rule: str = ""
     stuck_tool: str = ""
     stop_tool: str = ""
+    stuck_kind: str = ""
+    stop_kind: str = ""
 
     @property
     def loop_stop(self) -> bool:
@@ -446,23 +498,25 @@ def replay(trace: CalibrationTrace, engine: LoopEngine) -> Outcome:
     """
     judge = replay_judge(trace, engine)
     stuck_step = cycle_start = nudge_step = stop_step = _NONE
-    stuck_rule = stop_rule = stuck_tool = stop_tool = ""
+    stuck_rule = stop_rule = stuck_tool = stop_tool = stuck_kind = stop_kind = ""
     for transition in judge.transitions:
         verdict = transition.verdict
         if verdict.kind == STUCK:
             stuck_step, stuck_rule, stuck_tool = transition.step, verdict.rule, verdict.tool or ""
             cycle_start = verdict.cycle_start if verdict.cycle_start is not None else transition.step
+            stuck_kind = verdict.step_kind
             break
     for intervention in judge.interventions:
         if intervention.action == "nudge" and nudge_step == _NONE:
             nudge_step = intervention.step
         elif intervention.action == "stop":
             stop_step, stop_rule = intervention.step, intervention.rule
+            stop_kind = intervention.verdict.step_kind if intervention.verdict is not None else STEP_TOOL
             if intervention.verdict is not None and intervention.rule in LOOP_RULES:
                 stop_tool = intervention.verdict.tool or ""
             break
     return Outcome(judge.steps, stuck_step, cycle_start, stuck_rule, nudge_step, stop_step, stop_rule, stuck_tool,
-                   stop_tool)
+                   stop_tool, stuck_kind, stop_kind)
 
 
 def replay_all(traces: Sequence[CalibrationTrace], config: LoopGuardConfig) -> list[Outcome]:
@@ -554,13 +608,14 @@ class Delay:
 
 @dataclass(frozen=True)
 class Hit:
-    """A verdict or a stop on a trace, for the lists of false positives: after which call, the rule, and the tool
-    of the repeated call ("" for a budget stop)."""
+    """A verdict or a stop on a trace, for the lists of false positives: after which call, the rule, the tool
+    of the repeated call ("" for a budget stop), and the kind of step (the call's index counts steps of that kind)."""
 
     trace: int
     step: int
     rule: str
     tool: str
+    kind: str = STEP_TOOL
 
 
 @dataclass(frozen=True)
@@ -636,7 +691,9 @@ class SettingResult:
         """The JSON object of this setting (``calibrate --json``)."""
 
         def hits(items: Iterable[Hit]) -> list[dict[str, Any]]:
-            return [{**traces[h.trace].ref(), "step": h.step, "rule": h.rule, "tool": h.tool} for h in items]
+            # Tool-call hits keep the keys they always had; other kinds of step say which.
+            return [{**traces[h.trace].ref(), "step": h.step, "rule": h.rule, "tool": h.tool,
+                     **({"step_kind": h.kind} if h.kind != STEP_TOOL else {})} for h in items]
 
         stuck = self.delay_summary(self.caught)
         stop = self.delay_summary(self.stopped)
@@ -708,38 +765,57 @@ def trade_off(results: Sequence[SettingResult], chosen: SettingResult) -> Settin
                                           r.stuck_delay if r.stuck_delay is not None else _WORST, rank_key(r)))
 
 
-def onsets(traces: Sequence[CalibrationTrace], outcomes: Sequence[Sequence[Outcome]]) -> list[int | None]:
-    """Each trace's loop onset: the earliest cycle start of its first ``stuck`` verdict over every setting."""
-    out: list[int | None] = []
+Onsets = dict[str, int]
+
+
+def onsets(traces: Sequence[CalibrationTrace], outcomes: Sequence[Sequence[Outcome]]) -> list[Onsets]:
+    """Each trace's loop onsets by kind of step: the earliest cycle start of its first ``stuck`` verdict over every
+    setting whose first ``stuck`` verdict is of that kind (each kind counts its own steps, so onsets of two kinds
+    never compare); empty when no setting catches the trace."""
+    out: list[Onsets] = []
     for t in range(len(traces)):
-        starts = [o[t].cycle_start for o in outcomes if o[t].stuck_step >= 0]
-        out.append(min(starts) if starts else None)
+        starts: Onsets = {}
+        for o in outcomes:
+            outcome = o[t]
+            if outcome.stuck_step >= 0:
+                kind = outcome.stuck_kind or STEP_TOOL
+                starts[kind] = min(starts.get(kind, outcome.cycle_start), outcome.cycle_start)
+        out.append(starts)
     return out
 
 
-def _delay(trace: CalibrationTrace, index: int, onset: int, step: int) -> Delay:
-    ends = trace.call_ends
+def first_onset(starts: Onsets) -> tuple[str, int] | None:
+    """The onset reported for a trace: its tool calls', else the first kind's in :data:`STEP_KINDS` order."""
+    for kind in STEP_KINDS:
+        if kind in starts:
+            return kind, starts[kind]
+    return None
+
+
+def _delay(trace: CalibrationTrace, index: int, onset: int, step: int, kind: str) -> Delay:
+    ends, costs = trace.ends(kind), trace.costs(kind)
     start_at, end_at = ends[onset], ends[step]
     seconds = None if start_at is None or end_at is None else max(0.0, end_at - start_at)
-    usd = trace.cost_before[step] - trace.cost_before[onset]
-    return Delay(index, step, step - onset, seconds, usd)
+    return Delay(index, step, step - onset, seconds, costs[step] - costs[onset])
 
 
-def _saved(trace: CalibrationTrace, index: int, step: int) -> Saved:
-    at = trace.call_ends[step]
+def _saved(trace: CalibrationTrace, index: int, step: int, kind: str) -> Saved:
+    """What a stop after step ``step`` of ``kind`` saves: the later steps of that kind, the time and the cost."""
+    ends = trace.ends(kind)
+    at = ends[step]
     seconds = None if at is None or trace.end is None else max(0.0, trace.end - at)
-    return Saved(index, trace.calls - 1 - step, seconds, trace.usd_total - trace.cost_before[step])
+    return Saved(index, len(ends) - 1 - step, seconds, trace.usd_total - trace.costs(kind)[step])
 
 
 def evaluate(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], outcomes: Sequence[Sequence[Outcome]],
-             starts: Sequence[int | None] | None = None) -> list[SettingResult]:
+             starts: Sequence[Onsets] | None = None) -> list[SettingResult]:
     """Measure every setting on the labelled traces; returns the results ranked (best first, ``rank`` set).
 
     Args:
         traces: the labelled traces.
         settings: the settings.
         outcomes: ``outcomes[s][t]``, from :func:`sweep`.
-        starts: each trace's loop onset (:func:`onsets` of ``outcomes`` when None).
+        starts: each trace's loop onsets by kind of step (:func:`onsets` of ``outcomes`` when None).
     """
     if starts is None:
         starts = onsets(traces, outcomes)
@@ -752,24 +828,34 @@ def evaluate(traces: Sequence[CalibrationTrace], settings: Sequence[Setting], ou
             if outcome.budget_stop:
                 r.budget_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule, ""))
             if trace.label == INCIDENT:
-                onset = starts[index]
-                if outcome.stuck_step < 0 or onset is None:
-                    r.missed.append(index)
-                    continue
-                r.caught.append(_delay(trace, index, onset, outcome.stuck_step))
-                if outcome.loop_stop:
-                    r.stopped.append(_delay(trace, index, onset, outcome.stop_step))
-                    r.saved.append(_saved(trace, index, outcome.stop_step))
+                _incident(r, trace, index, outcome, starts[index])
             elif trace.label == HEALTHY:
                 if outcome.stuck_step >= 0:
-                    r.false_stuck.append(Hit(index, outcome.stuck_step, outcome.stuck_rule, outcome.stuck_tool))
+                    r.false_stuck.append(Hit(index, outcome.stuck_step, outcome.stuck_rule, outcome.stuck_tool,
+                                             outcome.stuck_kind))
                 if outcome.loop_stop:
-                    r.false_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule, outcome.stop_tool))
+                    r.false_stops.append(Hit(index, outcome.stop_step, outcome.stop_rule, outcome.stop_tool,
+                                             outcome.stop_kind))
         results.append(r)
     results.sort(key=rank_key)
     for rank, r in enumerate(results, 1):
         r.rank = rank
     return results
+
+
+def _incident(r: SettingResult, trace: CalibrationTrace, index: int, outcome: Outcome, starts: Onsets) -> None:
+    """Count one incident for a setting: caught (with its delay from the onset of its kind), stopped, or missed."""
+    onset = starts.get(outcome.stuck_kind) if outcome.stuck_step >= 0 else None
+    if onset is None:
+        r.missed.append(index)
+        return
+    r.caught.append(_delay(trace, index, onset, outcome.stuck_step, outcome.stuck_kind))
+    if outcome.loop_stop:
+        # The stop may be decided in another kind's sequence than the first stuck verdict: measured along its own.
+        stop_onset = starts.get(outcome.stop_kind)
+        if stop_onset is not None and stop_onset <= outcome.stop_step:
+            r.stopped.append(_delay(trace, index, stop_onset, outcome.stop_step, outcome.stop_kind))
+        r.saved.append(_saved(trace, index, outcome.stop_step, outcome.stop_kind))
 
 
 @dataclass
@@ -787,7 +873,8 @@ class Calibration:
         trade_off: see :func:`trade_off`.
         unlabelled_outcomes: the recommendation's outcome for each unlabelled trace.
         priced: the configuration has prices (dollars are meaningful).
-        onsets: each labelled trace's loop onset (see :func:`onsets`; None for healthy and never caught traces).
+        onsets: each labelled trace's loop onsets by kind of step (see :func:`onsets`; empty for healthy and never
+            caught traces).
     """
 
     grid: Grid
@@ -800,12 +887,26 @@ class Calibration:
     trade_off: SettingResult | None
     unlabelled_outcomes: list[Outcome]
     priced: bool
-    onsets: list[int | None] = field(default_factory=list)
+    onsets: list[Onsets] = field(default_factory=list)
 
     def tool_hints(self, limit: int = 3) -> list[tuple[str, str, int]]:
         """The tools whose repetition makes the false positives (of the recommendation, and the false stops of the
         trade-off), when the grid has no per-tool axis for them: (tool, the rule that fired most, healthy traces),
         most traces first. A per-tool setting for them may catch incidents without those false positives."""
+        traces, rules = self._hint_traces()
+        ranked = sorted(traces, key=lambda tool: (-len(traces[tool]), tool))[:limit]
+        return [(tool, max(rules[tool], key=lambda rule: (rules[tool][rule], rule)), len(traces[tool]))
+                for tool in ranked]
+
+    def wait_hint(self, tool: str) -> int:
+        """A ``wait_seconds`` worth sweeping for a polled ``tool`` of :meth:`tool_hints`: the longest it was polled
+        in the healthy traces it made false positives on, rounded up to a whole minute (at least one)."""
+        spans = [self.traces[t].tool_seconds(tool) for t in self._hint_traces()[0].get(tool, ())]
+        longest = max((s for s in spans if s is not None), default=0.0)
+        return 60 * max(1, math.ceil(longest / 60))
+
+    def _hint_traces(self) -> tuple[dict[str, set[int]], dict[str, dict[str, int]]]:
+        """The healthy traces of each tool blamed by :meth:`tool_hints`, and its hits by rule."""
         swept = set(self.grid.tools())
         hits: list[Hit] = []
         if self.recommendation is not None:
@@ -815,13 +916,22 @@ class Calibration:
         traces: dict[str, set[int]] = {}
         rules: dict[str, dict[str, int]] = {}
         for h in hits:
-            if h.tool and h.tool not in swept:
+            if h.tool and h.kind == STEP_TOOL and h.tool not in swept:  # per-tool settings are for tool calls
                 traces.setdefault(h.tool, set()).add(h.trace)
                 by_rule = rules.setdefault(h.tool, {})
                 by_rule[h.rule] = by_rule.get(h.rule, 0) + 1
-        ranked = sorted(traces, key=lambda tool: (-len(traces[tool]), tool))[:limit]
-        return [(tool, max(rules[tool], key=lambda rule: (rules[tool][rule], rule)), len(traces[tool]))
-                for tool in ranked]
+        return traces, rules
+
+    def _incident(self, index: int, trace: CalibrationTrace) -> dict[str, Any]:
+        """An incident in the JSON document: its tool calls and loop onset; for a loop of another kind of step than
+        tool calls, that kind and the trace's steps of each kind besides tool calls."""
+        first = first_onset(self.onsets[index]) if index < len(self.onsets) else None
+        out: dict[str, Any] = {**trace.ref(), "calls": trace.calls, "onset": None if first is None else first[1]}
+        if first is not None and first[0] != STEP_TOOL:
+            out["onset_kind"] = first[0]
+        if trace.lane_ends:
+            out["steps"] = {kind: len(ends) for kind, ends in trace.lane_ends.items()}
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document of ``calibrate --json``."""
@@ -833,8 +943,7 @@ class Calibration:
                        "unlabelled": len(self.unlabelled)},
             "grid": self.grid.as_dict(),
             "settings_swept": len(self.settings),
-            "incidents": [{**t.ref(), "calls": t.calls, "onset": self.onsets[i] if i < len(self.onsets) else None}
-                          for i, t in enumerate(self.traces) if t.label == INCIDENT],
+            "incidents": [self._incident(i, t) for i, t in enumerate(self.traces) if t.label == INCIDENT],
             "skipped_settings": [{"settings": values, "reason": reason} for values, reason in self.skipped],
             "recommendation": None if rec is None else rec.as_dict(self.traces, self.priced),
             "trade_off": None if self.trade_off is None else self.trade_off.as_dict(self.traces, self.priced),
@@ -869,7 +978,7 @@ def calibrate(traces: Iterable[CalibrationTrace], grid: Grid, base: LoopGuardCon
     other = trade_off(results, rec) if rec is not None else None
     unl = replay_all(unlabelled, rec.setting.config) if rec is not None and unlabelled else []
     return Calibration(grid, settings, skipped, labelled, unlabelled, results, rec, other, unl, bool(base.prices),
-                       [s if t.label == INCIDENT else None for t, s in zip(labelled, starts)])
+                       [s if t.label == INCIDENT else {} for t, s in zip(labelled, starts)])
 
 
 # -- the recommendation as a configuration file ----------------------------------------------------------------
@@ -964,6 +1073,11 @@ def config_toml(base_data: Mapping[str, Any], setting: Setting, header: Iterable
     if tools:
         merged = {name: dict(table) for name, table in data.get("tools", {}).items()}
         for tool, values in tools.items():
-            merged.setdefault(tool, {}).update(values)
-        data["tools"] = merged
+            table = merged.setdefault(tool, {})
+            for key, value in _tool_values(values).items():
+                if value is None:
+                    table.pop(key, None)  # no wait: the key is left out (TOML has no null)
+                else:
+                    table[key] = value
+        data["tools"] = {tool: table for tool, table in merged.items() if table}
     return dump_toml(data, header)

@@ -203,14 +203,16 @@ class Emitter:
         # Observable counters: these change on the application's thread per tool span, trace or transition. The
         # three an event changes share one lock, taken once per event.
         self._event_lock = threading.Lock()
+        # Both event counters carry the step kind (tool, handoff, agent, model: four values at most).
         self._verdicts = _Tally(
             n.LOOPGUARD_VERDICT, n.LOOPGUARD_VERDICT_PREVIOUS, n.LOOPGUARD_RULE, n.GEN_AI_AGENT_NAME,
-            lock=self._event_lock,
+            n.LOOPGUARD_STEP_KIND, lock=self._event_lock,
         )
         self.verdicts = meter.create_observable_counter(
             n.METRIC_VERDICTS, [self._verdicts.observe], n.UNIT_TRANSITION, "Verdict transitions of traces"
         )
-        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE, lock=self._event_lock)
+        self._interventions = _Tally(n.LOOPGUARD_INTERVENTION, n.LOOPGUARD_RULE, n.LOOPGUARD_STEP_KIND,
+                                     lock=self._event_lock)
         self.interventions = meter.create_observable_counter(
             n.METRIC_INTERVENTIONS, [self._interventions.observe], n.UNIT_INTERVENTION,
             "Nudges and stops decided by loopguard",
@@ -303,13 +305,14 @@ class Emitter:
         intervention = event.intervention
         if t is not None or intervention is not None:
             agent = self.agent_names(event.agent) if t is not None else ""
+            kind = event.verdict.step_kind
             with self._event_lock:
                 if t is not None:
-                    self._verdicts.add_locked(1, (t.verdict.kind, t.previous, t.verdict.rule, agent))
+                    self._verdicts.add_locked(1, (t.verdict.kind, t.previous, t.verdict.rule, agent, kind))
                     self._active.add_locked(-1, (t.previous,))
                     self._active.add_locked(1, (t.verdict.kind,))
                 if intervention is not None:
-                    self._interventions.add_locked(1, (intervention.action, intervention.rule))
+                    self._interventions.add_locked(1, (intervention.action, intervention.rule, kind))
         if t is not None and t.verdict.kind == STUCK and t.verdict.cycle_start is not None:
             self._hold_or_run(self.detection_delay.record, t.verdict.step - t.verdict.cycle_start + 1, None, _NO_SPAN)
         self._hold_or_run(self._send, event, attrs, target)

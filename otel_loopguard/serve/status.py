@@ -46,7 +46,8 @@ _SERVICE_KEY = "service.name"
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:
-    """One trace as the page shows it (``state``: ``open`` or ``finished``; ``age_s`` since its first span)."""
+    """One trace as the page shows it (``state``: ``open`` or ``finished``; ``age_s`` since its first span;
+    ``step_kind``: the kind of step its verdict is about, ``tool``, ``handoff``, ``agent`` or ``model``)."""
 
     trace_id: str
     service: str
@@ -57,6 +58,7 @@ class TraceRow:
     age_s: float
     state: str
     tenant: str = ""
+    step_kind: str = "tool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class EventRow:
     intervention: str
     step: int
     tenant: str = ""
+    step_kind: str = "tool"
 
 
 class StatusBoard:
@@ -121,6 +124,7 @@ class StatusBoard:
             intervention=intervention.action if intervention is not None else "none",
             step=event.steps,
             tenant=bounded_name(event.tenant) if event.tenant else "",
+            step_kind=event.verdict.step_kind,
         )
         with self._lock:
             self._events.append(row)
@@ -138,7 +142,8 @@ class StatusBoard:
         self._finished.append(TraceRow(
             trace_id=f"{trace_id:032x}", service=service, agent=agent, verdict=report.verdict.kind,
             tool_calls=report.steps_used, cost_usd=done.cost_usd, age_s=round(self._clock() - first, 3),
-            state="finished", tenant=bounded_name(done.tenant) if done.tenant else ""))
+            state="finished", tenant=bounded_name(done.tenant) if done.tenant else "",
+            step_kind=report.verdict.step_kind))
 
     def snapshot(self, held: Iterable[HeldTrace], stats: ServeStats) -> dict[str, Any]:
         """The page's data (the ``/traces.json`` document), newest first."""
@@ -152,7 +157,7 @@ class StatusBoard:
                     agent=bounded_name(trace.agent) if trace.agent else self._agents.get(trace.trace_id, ""),
                     verdict=trace.verdict, tool_calls=trace.tool_calls, cost_usd=trace.cost_usd,
                     age_s=round(now - first, 3), state="open",
-                    tenant=bounded_name(trace.tenant) if trace.tenant else ""))
+                    tenant=bounded_name(trace.tenant) if trace.tenant else "", step_kind=trace.step_kind))
             events = list(self._events)
             finished = list(self._finished)
             unread = self._unread
@@ -213,8 +218,8 @@ def _table(caption: str, rows: list[dict[str, Any]], columns: tuple[str, ...],
             f"<tbody>{''.join(body)}{empty}</tbody></table>")
 
 
-_TRACE_COLUMNS = ("trace_id", "service", "agent", "verdict", "tool_calls", "cost_usd", "age_s")
-_EVENT_COLUMNS = ("trace_id", "agent", "previous", "verdict", "rule", "intervention", "step")
+_TRACE_COLUMNS = ("trace_id", "service", "agent", "verdict", "step_kind", "tool_calls", "cost_usd", "age_s")
+_EVENT_COLUMNS = ("trace_id", "agent", "previous", "verdict", "step_kind", "rule", "intervention", "step")
 _STYLE = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;margin-bottom:1em}"
           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.id{font-family:monospace}"
           "tr.stuck td{background:#fdd}tr.uncertain td{background:#eef}tr.retrying td{background:#dff}")

@@ -121,8 +121,8 @@ class ServeStats:
 
 @dataclass(frozen=True, slots=True)
 class HeldTrace:
-    """An open trace as the status page shows it: verdict now, tool calls judged, cost when known, agent, and the
-    tenant that sent it ("" without tenants)."""
+    """An open trace as the status page shows it: verdict now, tool calls judged, cost when known, agent, the
+    tenant that sent it ("" without tenants), and the kind of step its verdict is about."""
 
     trace_id: int
     verdict: str
@@ -130,6 +130,7 @@ class HeldTrace:
     cost_usd: float | None
     agent: str | None
     tenant: str = ""
+    step_kind: str = "tool"
 
 
 _COUNTERS = ("spans", "tool_calls", "finished_traces", "evicted_traces", "late_spans", "rejudged_traces",
@@ -395,9 +396,10 @@ class TraceTable:
             with trace.lock:  # the judge builds its state on first use: never from two threads at once
                 judge = trace.judge
                 cost = judge.cost if judge.seen_usage else None
-                held.append(HeldTrace(trace.trace_id, judge.verdict.kind, judge.steps,
+                verdict = judge.verdict
+                held.append(HeldTrace(trace.trace_id, verdict.kind, judge.steps,
                                       cost.usd if cost is not None and not cost.unpriced_tokens else None,
-                                      trace.context[0], trace.tenant))
+                                      trace.context[0], trace.tenant, verdict.step_kind))
         return held
 
     # -- internals -------------------------------------------------------------

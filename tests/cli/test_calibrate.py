@@ -242,7 +242,11 @@ def test_default_grid_and_skipped_combinations(tmp_path: Path, capsys: pytest.Ca
     ("hysteresis=0", "grid axis hysteresis: values must be positive integers, got 0"),
     ("tools.x.exempt=maybe", "--grid tools.x.exempt: values must be true or false, got 'maybe'"),
     ("tools.x.window=3", "grid axis 'tools.x.window': a per-tool axis is tools.NAME.KEY with KEY one of "
-                         "min_repetitions, frequency_limit, exempt"),
+                         "min_repetitions, frequency_limit, exempt, wait_seconds, wait_until"),
+    ("tools.x.wait_seconds=-5", "grid axis tools.x.wait_seconds: values must be non-negative integers (0: no wait), "
+                                "got -5"),
+    ("tools.x.wait_until=done,(", "grid axis tools.x.wait_until is not a valid regular expression: missing ), "
+                                  "unterminated subpattern at position 0"),
 ])
 def test_bad_grid_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], grid: str,
                                       message: str) -> None:
@@ -298,9 +302,10 @@ def test_table_marks_the_recommendation_and_the_trade_off(tmp_path: Path, capsys
     assert "trade-off (rank 2): window=10 max_period=3 min_repetitions=2 frequency_limit=6 hysteresis=1\n" in out
     assert "  catches them 1.0 calls sooner, at the price of 1 false stop(s):\n" in out
     assert f"    {healthy} trace {poll}: stopped after call 3 (status, rule period)\n" in out
-    # The false positives repeat one tool: a per-tool axis is suggested (exempt, for a poller caught by the period).
+    # The false positives repeat one tool: per-tool axes are suggested (exempt or a wait, for a poller caught by the
+    # period). Its four status calls run from 12 s (call 1's start) to 45 s (call 4's end): 33 s, a minute's wait.
     assert ("hint: the false positives above repeat status (1 healthy trace, rule period); sweep per-tool settings "
-            "for them too, e.g. --grid tools.status.exempt=false,true\n") in out
+            "for them too, e.g. --grid tools.status.exempt=false,true --grid tools.status.wait_seconds=0,60\n") in out
 
 
 def test_table_shows_the_trade_off_below_the_top_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

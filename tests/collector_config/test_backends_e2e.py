@@ -137,6 +137,14 @@ PANELS: dict[tuple[str, str], dict[tuple[tuple[str, str], ...], float]] = {
     ("Processor errors and evicted traces", "A"): {},  # no error: no series
     ("Processor errors and evicted traces", "B"): {},  # nothing evicted: sum() of no series is empty
     **OPERATIONS,
+    # Every step of the demo is a tool call: the step-kind row shows the rows above under "tool" only.
+    ("Transitions into stuck by step kind", "A"): {(("loopguard_step_kind", "tool"),): 2},
+    ("Verdict transitions by step kind", "A"): {
+        (("loopguard_step_kind", "tool"), ("loopguard_verdict", v)): n
+        for v, n in {"stuck": 2, "retrying": 1, "waiting": 1, "uncertain": 1}.items()},
+    ("Nudges and stops by step kind", "A"): {  # nudges: support, research; stops: support (period), analyst (cost)
+        (("loopguard_step_kind", "tool"), ("loopguard_intervention", "nudge")): 2,
+        (("loopguard_step_kind", "tool"), ("loopguard_intervention", "stop")): 2},
 }  # fmt: skip
 
 

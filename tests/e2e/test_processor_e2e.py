@@ -166,7 +166,7 @@ def test_verdicts_reach_backend_through_collector(
     verdicts = [p for p in points if p["name"] == "loopguard.verdicts"]
     assert [(p["attributes"], p["value"], p["unit"]) for p in verdicts] == [(
         {"loopguard.verdict": "stuck", "loopguard.verdict.previous": "working", "loopguard.rule": "period",
-         "gen_ai.agent.name": "research_agent"}, 1, "{transition}")]
+         "gen_ai.agent.name": "research_agent", "loopguard.step.kind": "tool"}, 1, "{transition}")]
     interventions = {p["attributes"]["loopguard.intervention"]: p for p in points
                      if p["name"] == "loopguard.interventions"}
     assert {k: (p["value"], p["attributes"]["loopguard.rule"]) for k, p in interventions.items()} == {

@@ -56,7 +56,7 @@ def test_the_browser_shows_the_stuck_trace(tmp_path: Path) -> None:
     kind, cells = rows[0]
     assert kind == "stuck"
     assert f'<a href="http://localhost:16686/trace/{_TRACE}">{_TRACE}</a>' in cells
-    assert "<td>weather-svc</td><td>weather_agent</td><td>stuck</td><td>6</td>" in cells
+    assert "<td>weather-svc</td><td>weather_agent</td><td>stuck</td><td>tool</td><td>6</td>" in cells
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     pixels = image.imread(str(shot))
     assert pixels.shape[:2] == (900, 1280)

@@ -8,7 +8,7 @@ import pytest
 
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness
-from tests.support.agent_step_fixtures import Expected, cases
+from tests.support.agent_step_fixtures import AGENT_FIXTURES, Expected, cases
 from tests.support.span_replay import replay_spans
 
 
@@ -46,3 +46,17 @@ def test_replay_judges_each_kind_of_step(path: Path, want: Expected, harness: Ha
     # No tool call was judged: the tool-call metric counts none of these steps.
     counted = harness.metrics().get("loopguard.tool_calls", {"points": []})["points"]
     assert sum(p["value"] for p in counted) == want.tool_calls
+
+
+def test_verdict_and_intervention_counters_carry_the_step_kind(harness: Harness) -> None:
+    """The OpenInference hand-off ping-pong counts its one stuck transition (index 6) and its nudge (6) and stop (7)
+    under loopguard.step.kind="handoff" and nothing under "tool" (the script makes no tool call)."""
+    path = AGENT_FIXTURES / "openai_agents_openinference__handoff_ping_pong.json"
+    replay_spans(harness.provider, list(read_spans(str(path))), ids=harness.ids)
+    metrics = harness.metrics()
+    verdicts = {(p["attributes"]["loopguard.verdict.previous"], p["attributes"]["loopguard.verdict"],
+                 p["attributes"]["loopguard.step.kind"]): p["value"] for p in metrics["loopguard.verdicts"]["points"]}
+    assert verdicts == {("working", "stuck", "handoff"): 1}
+    interventions = {(p["attributes"]["loopguard.intervention"], p["attributes"]["loopguard.step.kind"]): p["value"]
+                     for p in metrics["loopguard.interventions"]["points"]}
+    assert interventions == {("nudge", "handoff"): 1, ("stop", "handoff"): 1}

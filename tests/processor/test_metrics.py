@@ -21,8 +21,9 @@ UNITS = {
 }
 _TASK_KEYS = {"loopguard.outcome", "gen_ai.agent.name"}
 KEYS = {
-    "loopguard.verdicts": {"loopguard.verdict", "loopguard.verdict.previous", "loopguard.rule", "gen_ai.agent.name"},
-    "loopguard.interventions": {"loopguard.intervention", "loopguard.rule"},
+    "loopguard.verdicts": {"loopguard.verdict", "loopguard.verdict.previous", "loopguard.rule", "gen_ai.agent.name",
+                           "loopguard.step.kind"},
+    "loopguard.interventions": {"loopguard.intervention", "loopguard.rule", "loopguard.step.kind"},
     "loopguard.traces.active": {"loopguard.verdict"},
     "loopguard.tool_calls": {"gen_ai.tool.name"},
     "loopguard.trace.steps": set(),
@@ -60,7 +61,7 @@ def test_counter_values_after_a_stopped_loop(harness: Harness) -> None:
     _stuck_run(h)
     assert h.metrics()["loopguard.verdicts"]["points"] == [{"attributes": {
         "loopguard.verdict": "stuck", "loopguard.verdict.previous": "working", "loopguard.rule": "period",
-        "gen_ai.agent.name": "research_agent"}, "value": 1}]
+        "gen_ai.agent.name": "research_agent", "loopguard.step.kind": "tool"}, "value": 1}]
     assert h.total("loopguard.interventions", **{"loopguard.intervention": "nudge", "loopguard.rule": "period"}) == 1
     assert h.total("loopguard.interventions", **{"loopguard.intervention": "stop", "loopguard.rule": "period"}) == 1
     assert h.total("loopguard.tool_calls", **{"gen_ai.tool.name": "search"}) == 4

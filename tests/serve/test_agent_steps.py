@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_step_fixtures import Expected, cases
+from tests.support.agent_step_fixtures import AGENT_FIXTURES, Expected, cases
 
 from ._support import Harness, as_reference, audit_reports, post
 
@@ -31,3 +31,38 @@ def test_posted_fixture_equals_audit_and_the_script(path: Path, want: Expected) 
     assert (report["verdict"], report["rule"], report["period"]) == (want.verdict, want.rule, want.period)
     assert report.get("step_kind") == want.step_kind
     assert tuple(report.get("agents", ())) == want.agents
+
+
+def test_verdict_counter_carries_the_step_kind() -> None:
+    """Posted to serve, the repeated chat answer counts one stuck transition (index 3) and one nudge under
+    loopguard.step.kind="model"; no point is counted under another kind."""
+    path = AGENT_FIXTURES / "openai_agents_openinference__chat_repeat.json"
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        data = h.metrics.get_metrics_data()
+    assert data is not None
+    points = {m.name: [(dict(p.attributes), p.value) for p in m.data.data_points]
+              for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+              if m.name in ("loopguard.verdicts", "loopguard.interventions")}
+    assert [(a["loopguard.verdict"], a["loopguard.step.kind"], v) for a, v in points["loopguard.verdicts"]] == [
+        ("stuck", "model", 1)]
+    assert [(a["loopguard.intervention"], a["loopguard.step.kind"], v)
+            for a, v in points["loopguard.interventions"]] == [("nudge", "model", 1)]
+
+
+def test_autogen_native_turns_are_noted_not_judged() -> None:
+    """AutoGen's native tracing of a repeating group chat, posted to serve: the eight one-turn traces (nine messages:
+    the task and eight turns) each finish working with one agent_turns_without_content note for their one
+    invoke_agent span; no verdict event is told."""
+    path = AGENT_FIXTURES / "autogen_group_native__group_repeat.json"
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        reports = [r.as_dict() for r in h.reports]
+    notes = [(u["reason"], u["spans"]) for r in reports for u in (r.get("unread") or ())]
+    assert notes == [("agent_turns_without_content", 1)] * 8
+    assert {r["verdict"] for r in reports} == {"working"}
+    assert h.events == []

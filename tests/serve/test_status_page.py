@@ -12,6 +12,7 @@ import pytest
 from otel_loopguard.errors import ConfigError
 from otel_loopguard.serve.server import Server
 from otel_loopguard.serve.status import MAX_EVENTS
+from tests.support.agent_step_fixtures import AGENT_FIXTURES
 
 from ._loop_request import loop_request
 from ._support import Harness, post
@@ -49,6 +50,7 @@ def test_traces_json_holds_the_stuck_trace() -> None:
         "tool_calls": 6, "state": "open"}
     stuck = [e for e in doc["events"] if e["verdict"] == "stuck" and e["previous"] == "working"]
     assert [(e["trace_id"], e["rule"], e["intervention"], e["step"]) for e in stuck] == [(_TRACE, "period", "nudge", 3)]
+    assert (trace["step_kind"], stuck[0]["step_kind"]) == ("tool", "tool")
     assert doc["counters"]["spans"] == 7
     assert doc["counters"]["traces_open"] == 1
 
@@ -99,3 +101,21 @@ def test_a_bad_trace_url_is_refused() -> None:
         Server(grpc_address=None, http_address="127.0.0.1:0", status="127.0.0.1:0", trace_url="javascript:x")
     with pytest.raises(ConfigError, match="--trace-url"):
         Server(grpc_address=None, http_address="127.0.0.1:0", status="127.0.0.1:0", trace_url="http://ui/trace")
+
+
+def test_a_model_turn_loop_shows_its_step_kind() -> None:
+    """The recorded chat agent answering the same text four times is listed open, then finished, as stuck with
+    step kind "model", and its one event (working -> stuck with the nudge, after 0 tool calls) says "model"; the page
+    shows the step_kind column."""
+    path = AGENT_FIXTURES / "openai_agents_openinference__chat_repeat.json"
+    with Harness(status="127.0.0.1:0") as h:
+        assert post(h.server.http_port or 0, path.read_bytes(), "application/json")[0] == 200
+        held = _document(h)
+        page = _get(h.server.status_port or 0, "/")[1]
+        h.server.finish_all()
+        done = _document(h)
+    assert [(t["verdict"], t["step_kind"], t["tool_calls"]) for t in held["traces"]] == [("stuck", "model", 0)]
+    assert [(e["previous"], e["verdict"], e["step_kind"], e["intervention"], e["step"]) for e in held["events"]] == [
+        ("working", "stuck", "model", "nudge", 0)]
+    assert [(t["verdict"], t["step_kind"]) for t in done["finished"]] == [("stuck", "model")]
+    assert "<th>step_kind</th>" in page and "<td>model</td>" in page

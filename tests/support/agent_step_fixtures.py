@@ -26,6 +26,14 @@ Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` an
   stuck transition of the trace. The supervisor's closing answer (index 8) is new: the model sequence works again.
   Final: the hand-offs' stuck verdict.
 * ``supervisor_healthy``: as many transfers, every worker answer new: working.
+* ``group_repeat`` (AutoGen ``RoundRobinGroupChat`` under OpenInference; tests/fixtures/generate/
+  autogen_group_chat_runs.py): writer and critic take eight turns, each answering the same text every time. The LLM
+  spans name no agent, so the turns are one model sequence W C W C W C W C ("model"). A turn's news is its input
+  after its own last answer: for the writer's first turn the task, later the critic's "Please revise the draft."; for
+  the critic's first turn the task and the draft, later the draft alone. The period-2 suffixes ending at turns 5
+  (0-5) and 6 (1-6) each compare a first turn with a later one (different news): working; the suffix 2-7 repeats its
+  answers and news: stuck at turn 7, period 2.
+* ``group_healthy``: each answer names how many messages the agent was given, so no answer repeats: working.
 * ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
   again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
 """
@@ -71,6 +79,11 @@ SUPERVISOR = {
     "supervisor_healthy": Expected("working", "none", None, None),
 }
 
+AUTOGEN = {
+    "group_repeat": Expected("stuck", "period", 2, "model", ("model",), 7),
+    "group_healthy": Expected("working", "none", None, None),
+}
+
 
 # Under Logfire the Agents SDK's function-tool spans ("Function: NAME") are not a tool convention, so the model's
 # function calls (each hand-off is one too) are seen only in its responses, without content: ping-pong, 8 hand-offs
@@ -98,4 +111,6 @@ def cases() -> list[tuple[Path, Expected]]:
             out.append((AGENT_FIXTURES / f"openai_agents_{source}__{scenario}.json", want))
     for scenario, want in SUPERVISOR.items():
         out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
+    for scenario, want in AUTOGEN.items():
+        out.append((AGENT_FIXTURES / f"autogen_group_openinference__{scenario}.json", want))
     return out
