@@ -316,16 +316,59 @@ _OUTPUT_PREFIXES = ("llm.output_messages.", n.GEN_AI_COMPLETION_PREFIX)
 
 
 def tool_activity(attrs: Mapping[str, Any]) -> str | None:
-    """The attribute that says a model call asked for tools while its output is not recorded, or None.
+    """The attribute that says a model call used tools while what it asked is not recorded, or None.
 
-    Finish reasons (``tool_calls``, ``tool_use``, ``function_call``) are metadata, kept when message content is not:
-    with content off they are the only sign that the agent called tools at all. A span whose output is recorded is
-    read by the message readers instead.
+    Metadata kept when message content is not: a finish reason naming tool calls (``tool_calls``, ``tool_use``,
+    ``function_call``) or a count of tool calls, while the output is not recorded; or tools offered to the model and
+    a ``tool`` message without content in its input (a tool ran, its result not captured). With content off these are
+    the only signs that the agent called tools at all. A span whose calls are recorded is read by the message readers.
     """
-    key = _tool_finish(attrs)
-    if key is None or any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
+    role = _empty_tool_message(attrs)
+    if any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
+        return role
+    return _tool_finish(attrs) or _tool_count(attrs) or role
+
+
+def _tool_count(attrs: Mapping[str, Any]) -> str | None:
+    """The attribute that counts the tool calls a model asked for, when it says one or more."""
+    for key in n.TOOL_CALL_COUNT_KEYS:
+        value = attrs.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return key
+    return None
+
+
+def _offers_tools(attrs: Mapping[str, Any]) -> bool:
+    return any(k in attrs for k in n.TOOL_DEFINITION_KEYS) or any(
+        k.startswith(n.TOOL_DEFINITION_PREFIXES) for k in attrs)
+
+
+def _empty_tool_message(attrs: Mapping[str, Any]) -> str | None:
+    """The role attribute of a ``tool`` message without content in the input of a model span offered tools, or None.
+
+    OpenInference ``llm.input_messages.K.message.role``, OpenLLMetry ``gen_ai.prompt.K.role``, or a ``tool`` message
+    of ``gen_ai.input.messages`` with no part that holds content.
+    """
+    if not _offers_tools(attrs):
         return None
-    return key
+    for prefix, role_key, content_keys in _TOOL_MESSAGE_SHAPES:
+        for index, fields in _flat(attrs, prefix).items():
+            if fields.get(role_key) == n.TOOL_ROLE and not any(
+                    k.startswith(content_keys) and v not in (None, "") for k, v in fields.items()):
+                return f"{prefix}{index}.{role_key}"
+    for message in _json(attrs.get(n.GEN_AI_INPUT_MESSAGES)) or ():
+        if isinstance(message, Mapping) and message.get("role") == n.TOOL_ROLE and not any(
+                isinstance(p, Mapping) and (p.get("response") is not None or p.get("content") not in (None, ""))
+                for p in message.get("parts") or ()):
+            return n.GEN_AI_INPUT_MESSAGES
+    return None
+
+
+#: Flattened input messages: (key prefix, role field, fields that hold content).
+_TOOL_MESSAGE_SHAPES = (
+    (n.OI_INPUT_MESSAGES_PREFIX, "message.role", ("message.content", "message.contents.")),
+    (n.GEN_AI_PROMPT_PREFIX, "role", ("content",)),
+)
 
 
 def _tool_finish(attrs: Mapping[str, Any]) -> str | None:

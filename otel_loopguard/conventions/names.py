@@ -116,6 +116,15 @@ GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 OI_LLM_FINISH_REASON = "llm.finish_reason"
 #: The tool name of a call known to have happened whose name was not recorded.
 UNREAD_TOOL = "_unread_tool"
+#: Tools offered to the model: OpenInference ``llm.tools.N.*``, OpenLLMetry ``llm.request.functions.N.*``, GenAI
+#: ``gen_ai.tool.definitions``, Vercel AI ``ai.prompt.tools``, MLflow ``mlflow.chat.tools``. With a ``tool`` message
+#: that has no content, they show that a tool ran though content capture is off.
+TOOL_DEFINITION_PREFIXES = ("llm.tools.", "llm.request.functions.")
+TOOL_DEFINITION_KEYS = ("gen_ai.tool.definitions", "ai.prompt.tools", "mlflow.chat.tools", "llm.openai.tools")
+#: The role of a message that carries a tool's result.
+TOOL_ROLE = "tool"
+#: Counts of the tool calls a model asked for, kept on model spans when content is not.
+TOOL_CALL_COUNT_KEYS = ("gen_ai.response.tool_calls.count", "llm.tool_calls.count")
 
 # --- OpenInference (read) ----------------------------------------------------
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"

@@ -4,12 +4,15 @@ Two causes, each reported once (per process, per cause and set of attribute keys
 and ``serve`` as a WARNING log record and the counter ``loopguard.spans.unread{reason}``, ``serve`` also as an
 OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the trace:
 
-* :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans) but no tool call can be read from them:
-  no tool span of a known convention, and no tool call in the model spans' messages (content not captured, or
-  written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of its model spans.
-* :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls) but
-  record neither the calls nor their results (content capture off), and the trace has no readable tool span: its
-  calls are judged as calls that cannot be compared (at most ``uncertain``). The keys named are the evidence seen.
+* :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans, or only a framework's structure
+  spans: OpenInference ``CHAIN``, OpenLLMetry ``task``/``workflow``, Langfuse and MLflow spans of other types) but no
+  tool call can be read from them: no tool span of a known convention, and no tool call in the model spans' messages
+  (content not captured, or written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of these
+  spans.
+* :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls, a
+  tool-call count, or tools offered and a ``tool`` message without content) but record neither the calls nor their
+  results (content capture off), and the trace has no readable tool span: its calls are judged as calls that cannot
+  be compared (at most ``uncertain``). The keys named are the evidence seen.
 * :data:`UNKNOWN_ATTRIBUTES`: a tool span whose arguments or result were not found where its convention writes
   them, while it carries attributes (or span-event attributes) that look like content no convention reads. The
   keys named are those attributes: a ``[conventions.NAME]`` table can read them.
@@ -39,6 +42,7 @@ __all__ = [
     "Unread",
     "UnreadTrace",
     "message",
+    "structure_span",
     "unknown_content_keys",
 ]
 
@@ -167,8 +171,8 @@ class UnreadTrace:
     model spans gave tool calls, then :meth:`causes` when the trace is done.
     """
 
-    __slots__ = ("_activity", "_activity_spans", "_derived", "_last_keys", "_model_keys", "_model_spans", "_tool_calls",
-                 "_unknown", "_unknown_spans")
+    __slots__ = ("_activity", "_activity_spans", "_derived", "_last_keys", "_model_keys", "_model_spans",
+                 "_other_ids", "_other_spans", "_tool_calls", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
@@ -180,6 +184,8 @@ class UnreadTrace:
         self._unknown_spans = 0
         self._activity: set[str] = set()
         self._activity_spans = 0
+        self._other_spans = 0
+        self._other_ids: set[int] = set()
 
     def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
              events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
@@ -219,6 +225,17 @@ class UnreadTrace:
                 self._last_keys = genai
                 self._model_keys |= genai
 
+    def other(self, attrs: Mapping[str, Any], span_id: int) -> None:
+        """A span of an agent framework's structure that is no tool, model or agent span (:func:`structure_span`):
+        counted once per span id for :data:`NO_TOOL_CALLS`, its keys named."""
+        if span_id in self._other_ids or not structure_span(attrs):
+            return
+        if len(self._other_ids) < _MAX_OTHER_IDS:
+            self._other_ids.add(span_id)
+        self._other_spans += 1
+        if len(self._model_keys) < 4 * MAX_KEYS:
+            self._model_keys.update(_key(k) for k in attrs if k.startswith(_STRUCTURE_KEY_PREFIXES))
+
     def derived(self, count: int) -> None:
         """Tool calls read from model spans."""
         self._tool_calls += count
@@ -237,6 +254,7 @@ class UnreadTrace:
         self._unknown_spans += other._unknown_spans
         self._activity_spans += other._activity_spans
         self._activity.update(other._activity)
+        self._other_spans += other._other_spans
         if len(self._model_keys) < 4 * MAX_KEYS:
             self._model_keys.update(other._model_keys)
         if len(self._unknown) < 4 * MAX_KEYS:
@@ -255,9 +273,24 @@ class UnreadTrace:
         if self._activity_spans and self._tool_calls == self._derived:
             # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
             out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
-        elif self._model_spans and not self._tool_calls:
-            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans))
+        elif (self._model_spans or self._other_spans) and not self._tool_calls:
+            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans + self._other_spans))
         return out
+
+
+#: Keys that mark a span of an agent framework's structure (any value): OpenInference, OpenLLMetry, Langfuse, MLflow.
+_STRUCTURE_KEYS = (n.OPENINFERENCE_SPAN_KIND, n.TRACELOOP_SPAN_KIND, n.LANGFUSE_OBSERVATION_TYPE, n.MLFLOW_SPAN_TYPE)
+#: The keys of such a span named in a note.
+_STRUCTURE_KEY_PREFIXES = (*n.GENAI_KEY_PREFIXES, "openinference.")
+#: Structure-span ids remembered per trace (for a span delivered twice); beyond, spans are only counted.
+_MAX_OTHER_IDS = 1024
+
+
+def structure_span(attrs: Mapping[str, Any]) -> bool:
+    """Whether a span no convention reads as a tool, model or agent span still marks an agent framework's run
+    (OpenInference ``CHAIN``, OpenLLMetry ``task``/``workflow``, Langfuse ``span``, MLflow ``CHAIN``, ...): a trace of
+    only such spans has no readable tool call and gets :data:`NO_TOOL_CALLS` (Haystack under OpenInference)."""
+    return any(key in attrs for key in _STRUCTURE_KEYS)
 
 
 def is_model_or_agent(role: str | None) -> bool:

@@ -24,7 +24,7 @@ from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error, version_attributes
 from ..conventions.traces import StepReader
-from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
@@ -156,7 +156,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "others", "roots", "spans", "steps")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -166,6 +166,8 @@ class _Batch:
         self.steps: list[tuple[Step, SpanRecord]] = []
         self.models: list[SpanRecord] = []
         self.agents: list[SpanRecord] = []
+        # Spans of an agent framework's structure that are no tool, model or agent span (for the unread note).
+        self.others: list[SpanRecord] = []
         # Root spans (for the task outcome: error status, duration, version attributes).
         self.roots: list[SpanRecord] = []
         self.by_id: dict[int, SpanRecord] | None = None
@@ -445,6 +447,8 @@ class TraceTable:
                 step = self._step(span, role, row)
                 if step is not None:
                     batch.steps.append((step, span))
+                elif role is None and structure_span(span.attributes):
+                    batch.others.append(span)
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
@@ -574,6 +578,8 @@ class TraceTable:
             news |= self._tools_seen(trace)
         if batch.agents:
             news |= self._note_agents(trace, batch.agents)
+        for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
+            trace.unread.other(span.attributes, span.span_id)
         if batch.roots or batch.models:
             _note_task(trace, batch)
         added = self._add_steps(trace, batch, counts, notes)
