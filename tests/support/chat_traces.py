@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -13,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_loopguard.testing import write_otlp_json
 
-__all__ = ["repeated_id_chat"]
+__all__ = ["model_span_trace", "repeated_id_chat"]
 
 MS = 1_000_000
 ARGS = {"query": "weather in Paris"}
@@ -51,4 +52,21 @@ def repeated_id_chat(path: Path, calls: int) -> None:
             "gen_ai.output.messages": outputs})
         span.end(end_time=start + 10 * MS)
     root.end(end_time=(30 + 20 * calls) * MS)
+    write_otlp_json(exporter.get_finished_spans(), str(path))
+
+
+def model_span_trace(path: Path, spans: list[tuple[str, dict[str, Any]]]) -> None:
+    """A trace of the given (name, attributes) spans, one after another under a plain root span, written as an
+    OTLP/JSON file through a real SDK ``TracerProvider`` (content-off model spans, a framework's structure spans)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("chat")
+    root = tracer.start_span("agent run", start_time=1 * MS)
+    context = trace.set_span_in_context(root)
+    for index, (name, attributes) in enumerate(spans):
+        start = (10 + 20 * index) * MS
+        span = tracer.start_span(name, context=context, start_time=start, attributes=attributes)
+        span.end(end_time=start + 10 * MS)
+    root.end(end_time=(30 + 20 * len(spans)) * MS)
     write_otlp_json(exporter.get_finished_spans(), str(path))
