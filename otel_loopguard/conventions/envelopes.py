@@ -129,6 +129,16 @@ def _kwargs_only(value: Any, parse: Parse) -> Any:
     return value
 
 
+def _input_options(value: Any, parse: Parse) -> Any:
+    # BeeAI under OpenInference: {"input": {...}, "options": null}; the options are the run's, not the call's.
+    if value.__class__ is str and value.startswith('{"input"'):
+        doc = parse(value)
+        if isinstance(doc, dict) and set(doc) == {"input", "options"}:
+            inner = doc["input"]
+            return inner if isinstance(inner, str) else _dumps(inner)
+    return value
+
+
 def _content_blocks(value: Any, parse: Parse) -> Any:
     # strands: a result is a list of content blocks, [{"text": "..."}]: one text block is that text.
     if value.__class__ is str and value.startswith('[{"text"'):
@@ -158,5 +168,6 @@ ENVELOPES: dict[str, Envelope] = {
         Envelope("args_kwargs", lambda t: t.startswith('{"args"'), _args_kwargs),
         Envelope("kwargs_only", lambda t: t.startswith('{"kwargs"'), _kwargs_only),
         Envelope("content_blocks", lambda t: t.startswith('[{"text"'), _content_blocks),
+        Envelope("input_options", lambda t: t.startswith('{"input"'), _input_options),
     )
 }

@@ -143,6 +143,12 @@ OI_SESSION_ID = "session.id"
 OI_AGENT_NAME = "agent.name"
 OI_GRAPH_NODE_ID = "graph.node.id"
 
+# BeeAI under OpenInference: its tool spans name the tool's and the output's classes; the run's final answer is a
+# tool of its own (not a call of the agent's plan).
+BEEAI_TOOL_CLASS = "metadata.class_name"
+BEEAI_OUTPUT_CLASS = "metadata.output_class"
+BEEAI_FINAL_ANSWER_CLASS = "FinalAnswerTool"
+
 # --- OpenLLMetry / Traceloop (read) ------------------------------------------
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
 TL_KIND_TOOL = "tool"

@@ -144,6 +144,7 @@ class Convention:
 
 
 _ERROR_TYPE = (attr(n.ERROR_TYPE),)
+_BEEAI = "beeai-framework 0.1.85, openinference-instrumentation-beeai 0.1.30"
 
 #: Tool-span conventions, most specific first (the first row whose conditions hold reads the span).
 TOOL_CONVENTIONS: tuple[Convention, ...] = (
@@ -252,6 +253,24 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
         unwrap_result=("tool_message",),
         recorded_from="opentelemetry-instrumentation-langchain 0.62.4, opentelemetry-instrumentation-openai-agents "
                       "0.62.4",
+    ),
+    Convention(
+        name="beeai_final_answer",
+        title="BeeAI under OpenInference: the run's `final_answer` tool (the answer, not a call)",
+        when=(_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_TOOL), _is(n.BEEAI_TOOL_CLASS, n.BEEAI_FINAL_ANSWER_CLASS)),
+        not_a_call=True,
+        recorded_from=_BEEAI,
+    ),
+    Convention(
+        name="beeai",
+        title='BeeAI under OpenInference: tool input `{"input": {...}, "options": null}`',
+        when=(_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_TOOL), _has(n.BEEAI_OUTPUT_CLASS)),
+        tool_name=(attr(n.OI_TOOL_NAME), span_name()),
+        arguments=(attr(n.OI_INPUT_VALUE),),
+        result=(attr(n.OI_OUTPUT_VALUE),),
+        error=_ERROR_TYPE,
+        unwrap_arguments=("input_options",),
+        recorded_from=_BEEAI,
     ),
     Convention(
         name="openinference",
