@@ -298,6 +298,44 @@ def _chat_reader(request: str, messages: tuple[str | int, ...], response: str, m
     return read
 
 
+def _openlit_tools(attrs: Mapping[str, Any]) -> Messages | None:
+    """OpenLIT: the calls a chat span asked for, in ``gen_ai.tool.name`` / ``gen_ai.tool.call.id`` /
+    ``gen_ai.tool.args`` (or ``gen_ai.tool.call.arguments``), each joined by ``", "`` over the response's calls; kept
+    with content capture off, so the calls are compared though their results are not recorded.
+
+    The arguments of several calls are split as consecutive JSON values; when they do not split into one per call,
+    no call has arguments (never arguments given to the wrong call).
+    """
+    names = attrs.get(n.GEN_AI_TOOL_NAME)
+    if not isinstance(names, str) or not names:
+        return None
+    tools = names.split(n.OPENLIT_JOIN)
+    ids = str(attrs.get(n.GEN_AI_TOOL_CALL_ID) or "").split(n.OPENLIT_JOIN)
+    raw = attrs.get(n.GEN_AI_TOOL_ARGS, attrs.get(n.GEN_AI_TOOL_CALL_ARGUMENTS))
+    args = _joined_json(raw, len(tools)) if isinstance(raw, str) else None
+    return Messages(tuple((ids[i] if len(ids) == len(tools) and ids[i] else None, tool,
+                           args[i] if args is not None else None) for i, tool in enumerate(tools) if tool))
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _joined_json(text: str, count: int) -> list[str] | None:
+    """``count`` JSON texts joined by ``", "`` (one text is itself), or None when they do not split so."""
+    if count == 1:
+        return [text]
+    out: list[str] = []
+    index = 0
+    try:
+        while index < len(text) and len(out) < count:
+            _, end = _DECODER.raw_decode(text, index)
+            out.append(text[index:end])
+            index = end + len(n.OPENLIT_JOIN) if text.startswith(n.OPENLIT_JOIN, end) else end
+    except (ValueError, RecursionError):
+        return None
+    return out if len(out) == count and index >= len(text) else None
+
+
 #: Message readers by name (a model-span convention names those that apply to it, in order).
 MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
     "genai_messages": _genai,
@@ -306,6 +344,7 @@ MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
     "logfire_chat": _chat_reader(n.LOGFIRE_REQUEST_DATA, ("messages",), n.LOGFIRE_RESPONSE_DATA, ("message",)),
     "langfuse_chat": _chat_reader(n.LANGFUSE_INPUT, ("messages",), n.LANGFUSE_OUTPUT, ()),
     "mlflow_chat": _chat_reader(n.MLFLOW_SPAN_INPUTS, ("messages",), n.MLFLOW_SPAN_OUTPUTS, ("choices", 0, "message")),
+    "openlit_tools": _openlit_tools,
 }
 
 
@@ -318,15 +357,23 @@ _OUTPUT_PREFIXES = ("llm.output_messages.", n.GEN_AI_COMPLETION_PREFIX)
 def tool_activity(attrs: Mapping[str, Any]) -> str | None:
     """The attribute that says a model call used tools while what it asked is not recorded, or None.
 
-    Metadata kept when message content is not: a finish reason naming tool calls (``tool_calls``, ``tool_use``,
-    ``function_call``) or a count of tool calls, while the output is not recorded; or tools offered to the model and
-    a ``tool`` message without content in its input (a tool ran, its result not captured). With content off these are
-    the only signs that the agent called tools at all. A span whose calls are recorded is read by the message readers.
+    Metadata kept when message content is not: OpenLIT's tool names and arguments, a finish reason naming tool calls
+    (``tool_calls``, ``tool_use``, ``function_call``) or a count of tool calls, while the output is not recorded; or
+    tools offered to the model and a ``tool`` message without content in its input (a tool ran, its result not
+    captured). With content off these are the only signs that the agent called tools at all.
     """
     role = _empty_tool_message(attrs)
     if any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
         return role
-    return _tool_finish(attrs) or _tool_count(attrs) or role
+    return _tool_named(attrs) or _tool_finish(attrs) or _tool_count(attrs) or role
+
+
+def _tool_named(attrs: Mapping[str, Any]) -> str | None:
+    """OpenLIT's tool arguments (or, without them, tool names) on a model span whose messages are not recorded."""
+    for key in (n.GEN_AI_TOOL_ARGS, n.GEN_AI_TOOL_CALL_ARGUMENTS, n.GEN_AI_TOOL_NAME):
+        if attrs.get(key):
+            return key
+    return None
 
 
 def _tool_count(attrs: Mapping[str, Any]) -> str | None:

@@ -149,6 +149,13 @@ BEEAI_TOOL_CLASS = "metadata.class_name"
 BEEAI_OUTPUT_CLASS = "metadata.output_class"
 BEEAI_FINAL_ANSWER_CLASS = "FinalAnswerTool"
 
+# OpenLIT: on a chat span, the tool calls asked for (kept with content capture off), each part joined by ", "; its
+# spans carry the application name it was initialised with.
+GEN_AI_TOOL_ARGS = "gen_ai.tool.args"
+OPENLIT_APPLICATION_NAME = "gen_ai.application_name"
+#: OpenLIT's separator between the calls of one model response in ``gen_ai.tool.name`` / ``.call.id`` / ``.args``.
+OPENLIT_JOIN = ", "
+
 # --- OpenLLMetry / Traceloop (read) ------------------------------------------
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
 TL_KIND_TOOL = "tool"

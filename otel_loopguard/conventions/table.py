@@ -145,6 +145,7 @@ class Convention:
 
 _ERROR_TYPE = (attr(n.ERROR_TYPE),)
 _BEEAI = "beeai-framework 0.1.85, openinference-instrumentation-beeai 0.1.30"
+_OPENLIT = "openlit 1.45.0, langchain 1.5.2, langchain-openai 1.1.9, openai 2.8.1"
 
 #: Tool-span conventions, most specific first (the first row whose conditions hold reads the span).
 TOOL_CONVENTIONS: tuple[Convention, ...] = (
@@ -309,6 +310,20 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
         recorded_from="mlflow 3.17.2",
     ),
     Convention(
+        name="openlit",
+        title="OpenLIT `execute_tool` (LangChain, LangGraph): arguments as a Python dict's repr, result as a "
+              "ToolMessage's repr",
+        when=(_is(n.GEN_AI_OPERATION_NAME, n.OP_EXECUTE_TOOL), _has(n.OPENLIT_APPLICATION_NAME)),
+        tool_name=(attr(n.GEN_AI_TOOL_NAME), span_name(strip_prefix="execute_tool ")),
+        arguments=(attr(n.GEN_AI_TOOL_CALL_ARGUMENTS),),
+        result=(attr(n.GEN_AI_TOOL_CALL_RESULT),),
+        error=_ERROR_TYPE,
+        call_id=(attr(n.GEN_AI_TOOL_CALL_ID),),
+        unwrap_arguments=("python_dict",),
+        unwrap_result=("message_repr",),
+        recorded_from=_OPENLIT,
+    ),
+    Convention(
         name="genai",
         title="OpenTelemetry GenAI `execute_tool`: pydantic-ai, openai-agents v2, LangGraph genai, AI SDK 7, "
               "Mastra 1.x, ADK default schema, AutoGen, MCP",
@@ -378,9 +393,10 @@ class ModelSpans:
 #: Model-call conventions (a run's totals repeated on an agent or root span are never read: those are agent spans).
 MODEL_SPANS: tuple[ModelSpans, ...] = (
     # openai-v2 / genai-openai / genai-anthropic with SPAN_ONLY, OpenLLMetry >= 0.55, the anthropic SDK, LiteLLM.
-    # Pydantic Logfire's instrument_openai (version 1: request_data / response_data) is read here too.
+    # Pydantic Logfire's instrument_openai (version 1: request_data / response_data) is read here too, and OpenLIT's
+    # gen_ai.tool.name / gen_ai.tool.args (kept with content capture off).
     ModelSpans("genai", (_is(n.GEN_AI_OPERATION_NAME, *n.LLM_OPERATIONS),), "genai",
-               ("genai_messages", "openllmetry_flat", "logfire_chat")),
+               ("genai_messages", "openllmetry_flat", "logfire_chat", "openlit_tools")),
     ModelSpans("openinference", (_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_LLM),), "openinference",
                ("openinference_messages",)),
     ModelSpans("vercel_ai", (_is(n.AI_OPERATION_ID, *n.AI_MODEL_OPERATIONS),), "genai"),

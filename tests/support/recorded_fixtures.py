@@ -88,9 +88,10 @@ JUDGED_SOURCES = (
 #: ``no_content`` (judged by their own tests, so the seven-scenario checks above do not apply); BeeAI also
 #: ``same_call_guarded`` (its cycle checker on).
 OBS_SDK_FIXTURES = FIXTURES / "obs_sdk"
-OBS_SDK_SOURCES = ("beeai", "google_genai", "langfuse", "logfire_v1", "mlflow")
-#: Those traced only at the model client (no tool span): google-genai's chats and Logfire's instrument_openai.
-OBS_MODEL_SPAN_SOURCES = ("google_genai", "logfire_v1")
+OBS_SDK_SOURCES = ("beeai", "google_genai", "langfuse", "logfire_v1", "mlflow", "openlit", "openlit_langchain")
+#: Those traced only at the model client (no tool span): google-genai's chats, Logfire's instrument_openai, OpenLIT
+#: on the OpenAI client.
+OBS_MODEL_SPAN_SOURCES = ("google_genai", "logfire_v1", "openlit")
 
 
 def obs_sdk_fixture_files() -> list[Path]:
