@@ -124,7 +124,7 @@ TOOL_DEFINITION_KEYS = ("gen_ai.tool.definitions", "ai.prompt.tools", "mlflow.ch
 #: The role of a message that carries a tool's result.
 TOOL_ROLE = "tool"
 #: Counts of the tool calls a model asked for, kept on model spans when content is not.
-TOOL_CALL_COUNT_KEYS = ("gen_ai.response.tool_calls.count", "llm.tool_calls.count")
+TOOL_CALL_COUNT_KEYS = ("gen_ai.response.tool_calls.count",)
 
 # --- OpenInference (read) ----------------------------------------------------
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"

@@ -423,7 +423,6 @@ class TraceTable:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
             current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
-        # Reading the spans needs no lock.
         read_role = self._reader.extractor.read_role
         by_trace: dict[int, _Batch] = {}
         count = 0
@@ -447,7 +446,7 @@ class TraceTable:
                 step = self._step(span, role, row)
                 if step is not None:
                     batch.steps.append((step, span))
-                elif role is None and structure_span(span.attributes):
+                elif role is None and structure_span(span.attributes):  # for the unread note
                     batch.others.append(span)
         events: list[VerdictEvent] = []
         tools: list[str] = []
