@@ -129,11 +129,14 @@ class Unread(NamedTuple):
         reason: :data:`NO_TOOL_CALLS` or :data:`UNKNOWN_ATTRIBUTES` (the counter's ``reason`` attribute).
         keys: the attribute keys seen (at most :data:`MAX_KEYS`, sorted).
         spans: how many spans it concerns.
+        structure_only: :data:`NO_TOOL_CALLS` of a trace with no model or agent span at all, only a framework's
+            structure spans (its message says so).
     """
 
     reason: str
     keys: tuple[str, ...]
     spans: int
+    structure_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form of ``audit --json``'s ``unread`` entries."""
@@ -147,6 +150,11 @@ def message(unread: Unread) -> str:
         return (f"{unread.spans} model span(s) say tool calls happened but record neither the calls nor their "
                 f"results (message content not captured), so the calls cannot be compared and the trace is at most "
                 f"uncertain; evidence seen: {keys}; capture message content on spans, see {CONVENTIONS_PAGE}")
+    if unread.reason == NO_TOOL_CALLS and unread.structure_only:
+        return (f"{unread.spans} span(s) of an agent framework (OpenInference CHAIN, OpenLLMetry task or workflow, "
+                f"...) but no tool or model span, so no tool call could be read: the instrumentation does not record "
+                f"the agent's tool or model calls; attributes seen: {keys}; instrument the model client or the tools "
+                f"(OpenTelemetry GenAI, OpenInference or OpenLLMetry), see {CONVENTIONS_PAGE}")
     if unread.reason == NO_TOOL_CALLS:
         return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
                 f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
@@ -274,7 +282,8 @@ class UnreadTrace:
             # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
             out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
         elif (self._model_spans or self._other_spans) and not self._tool_calls:
-            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans + self._other_spans))
+            out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans + self._other_spans,
+                              structure_only=not self._model_spans))
         return out
 
 

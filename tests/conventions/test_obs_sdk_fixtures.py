@@ -47,13 +47,13 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 
 
 def test_every_sdk_and_scenario_is_recorded() -> None:
-    """Seven sources, four scenarios each, those with a content switch (all but MLflow and Logfire v1) also with
-    content off, and BeeAI also with its own cycle checker on."""
+    """Eight sources, four scenarios each, those with a content switch (all but MLflow, Logfire v1 and Haystack) also
+    with content off, and BeeAI also with its own cycle checker on."""
     seen = {_parts(p) for p in FILES}
     base = {"same_call_loop", "ping_pong", "pagination", "healthy"}
     assert {s for s, _ in seen} == set(OBS_SDK_SOURCES)
     for source in OBS_SDK_SOURCES:
-        want = base | ({"no_content"} if source not in ("mlflow", "logfire_v1") else set())
+        want = base | ({"no_content"} if source not in ("mlflow", "logfire_v1", "haystack_openinference") else set())
         want |= {"same_call_guarded"} if source == "beeai" else set()
         assert {scenario for s, scenario in seen if s == source} == want, source
     assert set(MANIFEST) == {p.name for p in FILES}
@@ -77,7 +77,8 @@ def _calls(path: Path) -> list[Any]:
                                    key=lambda s: s.start_ns)]
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in OBS_MODEL_SPAN_SOURCES],
+@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in (*OBS_MODEL_SPAN_SOURCES,
+                                                                          "haystack_openinference")],
                          ids=lambda p: p.stem)
 def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
     """Langfuse, MLflow and BeeAI tool spans: the tool names, the arguments as the model sent them (Langfuse's

@@ -74,6 +74,9 @@ FINISH_REASON_SOURCES = frozenset({
 })
 
 
+#: Sources that record no tool or model call at all (Haystack 3 under OpenInference: two CHAIN spans): every
+#: scenario reads as no call, with the note no_tool_calls.
+NOTHING_READ_SOURCES = frozenset({"haystack_openinference"})
 #: Model-client sources whose model spans keep the calls' names and arguments with content off, never their results
 #: (OpenLIT's gen_ai.tool.name / gen_ai.tool.args): the repetition lacks evidence, and a note says so.
 ARGUMENTS_ONLY_SOURCES = frozenset({"openlit"})
@@ -156,6 +159,8 @@ def expected(source: str, scenario: str) -> Expected:
         # Every scenario has at least three calls: the third is the first repetition, without evidence.
         return Expected(base.steps, ((2, "uncertain", "evidence"),), (), frozenset({"uncertain"}),
                         unread=("calls_without_content",))
+    if source in NOTHING_READ_SOURCES:
+        return _NOTHING_READ
     if source in ARGUMENTS_ONLY_SOURCES and scenario == "no_content":
         return Expected(base.steps, base.transitions, (), base.final, unread=("calls_without_content",))
     model_spans_only = source in MODEL_SPAN_SOURCES or source in OBS_MODEL_SPAN_SOURCES
