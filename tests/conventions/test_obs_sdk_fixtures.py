@@ -26,6 +26,10 @@ from tests.support.recorded_fixtures import (
 from tests.support.scenario_expectations import expected, scripted_table
 
 FILES = obs_sdk_fixture_files()
+#: Haystack under OpenInference and OpenLLMetry: no readable call at all.
+HAYSTACK = ("haystack_openinference", "haystack_openllmetry")
+#: Sources recorded without a content switch.
+NO_SWITCH = ("mlflow", "logfire_v1", *HAYSTACK)
 MANIFEST = {row["file"]: row for row in json.loads((OBS_SDK_FIXTURES / "MANIFEST-obs-sdk.json").read_text())}
 scripted = scripted_table()  # the scenario table and tools shared by every non-LangGraph generator
 SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
@@ -47,13 +51,13 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 
 
 def test_every_sdk_and_scenario_is_recorded() -> None:
-    """Eight sources, four scenarios each, those with a content switch (all but MLflow, Logfire v1 and Haystack) also
+    """Nine sources, four scenarios each, those with a content switch (all but MLflow, Logfire v1 and Haystack) also
     with content off, and BeeAI also with its own cycle checker on."""
     seen = {_parts(p) for p in FILES}
     base = {"same_call_loop", "ping_pong", "pagination", "healthy"}
     assert {s for s, _ in seen} == set(OBS_SDK_SOURCES)
     for source in OBS_SDK_SOURCES:
-        want = base | ({"no_content"} if source not in ("mlflow", "logfire_v1", "haystack_openinference") else set())
+        want = base | ({"no_content"} if source not in NO_SWITCH else set())
         want |= {"same_call_guarded"} if source == "beeai" else set()
         assert {scenario for s, scenario in seen if s == source} == want, source
     assert set(MANIFEST) == {p.name for p in FILES}
@@ -77,8 +81,7 @@ def _calls(path: Path) -> list[Any]:
                                    key=lambda s: s.start_ns)]
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in (*OBS_MODEL_SPAN_SOURCES,
-                                                                          "haystack_openinference")],
+@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in (*OBS_MODEL_SPAN_SOURCES, *HAYSTACK)],
                          ids=lambda p: p.stem)
 def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
     """Langfuse, MLflow and BeeAI tool spans: the tool names, the arguments as the model sent them (Langfuse's

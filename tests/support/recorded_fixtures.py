@@ -88,8 +88,8 @@ JUDGED_SOURCES = (
 #: ``no_content`` (judged by their own tests, so the seven-scenario checks above do not apply); BeeAI also
 #: ``same_call_guarded`` (its cycle checker on).
 OBS_SDK_FIXTURES = FIXTURES / "obs_sdk"
-OBS_SDK_SOURCES = ("beeai", "google_genai", "haystack_openinference", "langfuse", "logfire_v1", "mlflow", "openlit",
-                   "openlit_langchain")
+OBS_SDK_SOURCES = ("beeai", "google_genai", "haystack_openinference", "haystack_openllmetry", "langfuse", "logfire_v1",
+                   "mlflow", "openlit", "openlit_langchain")
 #: Those traced only at the model client (no tool span): google-genai's chats, Logfire's instrument_openai, OpenLIT
 #: on the OpenAI client.
 OBS_MODEL_SPAN_SOURCES = ("google_genai", "logfire_v1", "openlit")

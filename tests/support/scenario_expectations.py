@@ -77,6 +77,10 @@ FINISH_REASON_SOURCES = frozenset({
 #: Sources that record no tool or model call at all (Haystack 3 under OpenInference: two CHAIN spans): every
 #: scenario reads as no call, with the note no_tool_calls.
 NOTHING_READ_SOURCES = frozenset({"haystack_openinference"})
+#: Sources whose model spans record a placeholder for every output (Haystack 2 under OpenLLMetry:
+#: ``gen_ai.completion.0.content = "replies"``, the output's name) and no tool call: no call is read, and the model
+#: turns look alike, so the third is a repetition without evidence (uncertain), with the note no_tool_calls.
+PLACEHOLDER_OUTPUT_SOURCES = frozenset({"haystack_openllmetry"})
 #: Model-client sources whose model spans keep the calls' names and arguments with content off, never their results
 #: (OpenLIT's gen_ai.tool.name / gen_ai.tool.args): the repetition lacks evidence, and a note says so.
 ARGUMENTS_ONLY_SOURCES = frozenset({"openlit"})
@@ -161,6 +165,8 @@ def expected(source: str, scenario: str) -> Expected:
                         unread=("calls_without_content",))
     if source in NOTHING_READ_SOURCES:
         return _NOTHING_READ
+    if source in PLACEHOLDER_OUTPUT_SOURCES:
+        return Expected(0, ((2, "uncertain", "evidence"),), (), frozenset({"uncertain"}), unread=("no_tool_calls",))
     if source in ARGUMENTS_ONLY_SOURCES and scenario == "no_content":
         return Expected(base.steps, base.transitions, (), base.final, unread=("calls_without_content",))
     model_spans_only = source in MODEL_SPAN_SOURCES or source in OBS_MODEL_SPAN_SOURCES
