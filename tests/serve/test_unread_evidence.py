@@ -3,29 +3,15 @@ OTLP/HTTP: judged as ``audit`` judges them, and the sender is told why in a ``pa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otel_loopguard.conventions.unread import CALLS_WITHOUT_CONTENT, NO_TOOL_CALLS
-from tests.serve._support import Harness, as_reference, audit_reports, post
+from tests.serve._support import as_reference, audit_reports, served
 from tests.support.chat_traces import model_span_trace
 from tests.support.evidence_traces import EVIDENCE_CASES, chain_only, openllmetry_task_only
-
-
-def _serve(path: Path) -> tuple[dict[str, Any], Any]:
-    """The trace's report, and the partial success of the next answer to the sender."""
-    with Harness() as h:
-        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
-        assert status == 200
-        h.server.finish_all()
-        assert h.wait_reports(1)
-        status, body, _ = post(h.server.http_port, b'{"resourceSpans": []}', "application/json")
-        assert status == 200
-        [report] = h.reports
-    return json.loads(body).get("partialSuccess", {}), report
 
 
 @pytest.mark.parametrize("case", sorted(EVIDENCE_CASES))
@@ -35,7 +21,7 @@ def test_evidence_without_readable_calls_is_told(case: str, tmp_path: Path) -> N
     spans, key = EVIDENCE_CASES[case]
     path = tmp_path / f"{case}.json"
     model_span_trace(path, spans)
-    partial, report = _serve(path)
+    partial, report = served(path)
     assert int(partial.get("rejectedSpans", 0)) == 0
     assert "say tool calls happened" in partial["errorMessage"] and key in partial["errorMessage"]
     doc = report.as_dict()
@@ -51,7 +37,7 @@ def test_a_trace_of_structure_spans_only_is_told(build: Any, tmp_path: Path) -> 
     spans, keys = build()
     path = tmp_path / "structure.json"
     model_span_trace(path, spans)
-    partial, report = _serve(path)
+    partial, report = served(path)
     assert int(partial.get("rejectedSpans", 0)) == 0
     assert "no tool call could be read" in partial["errorMessage"]
     assert all(key in partial["errorMessage"] for key in keys)

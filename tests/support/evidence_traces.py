@@ -29,31 +29,30 @@ def _counted() -> Spans:
             for turn in range(TURNS)]
 
 
-def _openinference_roles() -> Spans:
-    """OpenInference LLM spans, tools offered, input text hidden: turn k has k ``tool`` messages without content."""
+def _flat_roles(name: str, base: dict[str, Any], role: str) -> Spans:
+    """Model spans in a flattened message convention (``role`` formats the role key of message K): turn k has k
+    ``tool`` messages without content, after the user's."""
     spans = []
     for turn in range(TURNS):
-        attrs: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": SCHEMA,
-                                 "llm.token_count.prompt": 40, "llm.token_count.completion": 8,
-                                 "llm.input_messages.0.message.role": "user"}
+        attrs = {**base, role.format(0): "user"}
         for call in range(turn):
-            attrs[f"llm.input_messages.{2 * call + 1}.message.role"] = "assistant"
-            attrs[f"llm.input_messages.{2 * call + 2}.message.role"] = "tool"
-        spans.append(("ChatCompletion", attrs))
+            attrs[role.format(2 * call + 1)] = "assistant"
+            attrs[role.format(2 * call + 2)] = "tool"
+        spans.append((name, attrs))
     return spans
+
+
+def _openinference_roles() -> Spans:
+    """OpenInference LLM spans, tools offered, input text hidden."""
+    return _flat_roles("ChatCompletion", {"openinference.span.kind": "LLM", "llm.tools.0.tool.json_schema": SCHEMA,
+                                          "llm.token_count.prompt": 40, "llm.token_count.completion": 8},
+                       "llm.input_messages.{}.message.role")
 
 
 def _openllmetry_roles() -> Spans:
-    """OpenLLMetry chat spans, functions offered, content off: turn k has k ``tool`` prompts without content."""
-    spans = []
-    for turn in range(TURNS):
-        attrs: dict[str, Any] = {"llm.request.type": "chat", **USAGE, "llm.request.functions.0.name": "search",
-                                 "gen_ai.prompt.0.role": "user"}
-        for call in range(turn):
-            attrs[f"gen_ai.prompt.{2 * call + 1}.role"] = "assistant"
-            attrs[f"gen_ai.prompt.{2 * call + 2}.role"] = "tool"
-        spans.append(("openai.chat", attrs))
-    return spans
+    """OpenLLMetry chat spans, functions offered, content off."""
+    return _flat_roles("openai.chat", {"llm.request.type": "chat", **USAGE, "llm.request.functions.0.name": "search"},
+                       "gen_ai.prompt.{}.role")
 
 
 def _genai_roles() -> Spans:
