@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otel_loopguard import cli
 from otel_loopguard.conventions.envelopes import ENVELOPES, MAX_LITERAL_CHARS
 from otel_loopguard.conventions.extract import Extractor
 from otel_loopguard.conventions.unread import UnreadTrace
+from tests.support.recorded_fixtures import OBS_SDK_FIXTURES
 
 
 def _parse(text: str) -> Any:
@@ -96,3 +99,17 @@ def test_odd_values_never_raise(names: str, args: str, result: str) -> None:
         _unwrap(name, result)
     calls = _calls({"gen_ai.tool.name": names, "gen_ai.tool.args": args, "gen_ai.tool.call.id": result})
     assert all(isinstance(tool, str) for _, tool, _ in calls)
+
+
+def test_openlit_content_off_compares_the_arguments_without_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """OpenLIT with capture_message_content=False, recorded: five chat spans keep only the calls' names, ids and
+    arguments; the five equal searches are compared (one signature with the query) but have no result: uncertain
+    (rule evidence) at the third, and the note names gen_ai.tool.args for the five spans."""
+    capsys.readouterr()
+    cli.main(["audit", "--json", str(OBS_SDK_FIXTURES / "openlit__no_content.json")])
+    [report] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert (report["steps_used"], report["verdict"]) == (5, "uncertain")
+    assert [(t["step"], t["to"], t["rule"]) for t in report["transitions"]] == [(2, "uncertain", "evidence")]
+    assert report["violations"] == ["repeat_loop:search|query=weather in Paris@0"]
+    assert [(u["reason"], u["keys"], u["spans"]) for u in report["unread"]] == [
+        ("calls_without_content", ["gen_ai.tool.args"], 5)]
