@@ -8,7 +8,11 @@ same value object when it is not in that envelope.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
+import re
+import tokenize
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -129,6 +133,67 @@ def _kwargs_only(value: Any, parse: Parse) -> Any:
     return value
 
 
+def _input_options(value: Any, parse: Parse) -> Any:
+    # BeeAI under OpenInference: {"input": {...}, "options": null}; the options are the run's, not the call's.
+    if value.__class__ is str and value.startswith('{"input"'):
+        doc = parse(value)
+        if isinstance(doc, dict) and set(doc) == {"input", "options"}:
+            inner = doc["input"]
+            return inner if isinstance(inner, str) else _dumps(inner)
+    return value
+
+
+#: Characters of Python literal text read at most (longer text stays opaque text).
+MAX_LITERAL_CHARS = 65_536
+
+
+def _literal(text: str) -> Any:
+    """A Python literal (``ast.literal_eval``: literal syntax only, never code), or None when ``text`` is not one or
+    is longer than :data:`MAX_LITERAL_CHARS`."""
+    if len(text) > MAX_LITERAL_CHARS:
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _python_dict(value: Any, parse: Parse) -> Any:
+    # OpenLIT on LangChain: the arguments as a Python dict's repr, {'query': 'x'}, not JSON.
+    if value.__class__ is str and value.startswith("{'") and parse(value) is None:
+        doc = _literal(value)
+        if isinstance(doc, dict):
+            return _dumps(doc)
+    return value
+
+
+#: The per-call ids in the repr of a LangChain ToolMessage (a run id, the model's call id).
+_MESSAGE_IDS = re.compile(r" (?:tool_call_id|id)='[^']*'")
+
+
+def _message_repr(value: Any, parse: Parse) -> Any:
+    # OpenLIT on LangChain: a ToolMessage's repr, "content='...' name='search' tool_call_id='call_...'": its content
+    # (a literal read safely), else the text without its per-call ids.
+    if value.__class__ is str and value.startswith("content=") and "tool_call_id=" in value:
+        content = _first_field(value)
+        return content if content is not None else _MESSAGE_IDS.sub("", value)
+    return value
+
+
+def _first_field(text: str) -> Any:
+    """The literal value of the first ``name=literal`` field of a repr, or None."""
+    if len(text) > MAX_LITERAL_CHARS:
+        return None
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        name, equals, literal = next(tokens), next(tokens), next(tokens)
+    except (tokenize.TokenError, SyntaxError, StopIteration):
+        return None
+    if name.type != tokenize.NAME or equals.string != "=" or literal.type != tokenize.STRING:
+        return None
+    return _literal(literal.string)
+
+
 def _content_blocks(value: Any, parse: Parse) -> Any:
     # strands: a result is a list of content blocks, [{"text": "..."}]: one text block is that text.
     if value.__class__ is str and value.startswith('[{"text"'):
@@ -158,5 +223,8 @@ ENVELOPES: dict[str, Envelope] = {
         Envelope("args_kwargs", lambda t: t.startswith('{"args"'), _args_kwargs),
         Envelope("kwargs_only", lambda t: t.startswith('{"kwargs"'), _kwargs_only),
         Envelope("content_blocks", lambda t: t.startswith('[{"text"'), _content_blocks),
+        Envelope("input_options", lambda t: t.startswith('{"input"'), _input_options),
+        Envelope("python_dict", lambda t: t.startswith("{'"), _python_dict),
+        Envelope("message_repr", lambda t: t.startswith("content="), _message_repr),
     )
 }

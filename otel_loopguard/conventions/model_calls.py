@@ -298,6 +298,44 @@ def _chat_reader(request: str, messages: tuple[str | int, ...], response: str, m
     return read
 
 
+def _openlit_tools(attrs: Mapping[str, Any]) -> Messages | None:
+    """OpenLIT: the calls a chat span asked for, in ``gen_ai.tool.name`` / ``gen_ai.tool.call.id`` /
+    ``gen_ai.tool.args`` (or ``gen_ai.tool.call.arguments``), each joined by ``", "`` over the response's calls; kept
+    with content capture off, so the calls are compared though their results are not recorded.
+
+    The arguments of several calls are split as consecutive JSON values; when they do not split into one per call,
+    no call has arguments (never arguments given to the wrong call).
+    """
+    names = attrs.get(n.GEN_AI_TOOL_NAME)
+    if not isinstance(names, str) or not names:
+        return None
+    tools = names.split(n.OPENLIT_JOIN)
+    ids = str(attrs.get(n.GEN_AI_TOOL_CALL_ID) or "").split(n.OPENLIT_JOIN)
+    raw = attrs.get(n.GEN_AI_TOOL_ARGS, attrs.get(n.GEN_AI_TOOL_CALL_ARGUMENTS))
+    args = _joined_json(raw, len(tools)) if isinstance(raw, str) else None
+    return Messages(tuple((ids[i] if len(ids) == len(tools) and ids[i] else None, tool,
+                           args[i] if args is not None else None) for i, tool in enumerate(tools) if tool))
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _joined_json(text: str, count: int) -> list[str] | None:
+    """``count`` JSON texts joined by ``", "`` (one text is itself), or None when they do not split so."""
+    if count == 1:
+        return [text]
+    out: list[str] = []
+    index = 0
+    try:
+        while index < len(text) and len(out) < count:
+            _, end = _DECODER.raw_decode(text, index)
+            out.append(text[index:end])
+            index = end + len(n.OPENLIT_JOIN) if text.startswith(n.OPENLIT_JOIN, end) else end
+    except (ValueError, RecursionError):
+        return None
+    return out if len(out) == count and index >= len(text) else None
+
+
 #: Message readers by name (a model-span convention names those that apply to it, in order).
 MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
     "genai_messages": _genai,
@@ -306,6 +344,7 @@ MESSAGE_READERS: dict[str, Callable[[Mapping[str, Any]], Messages | None]] = {
     "logfire_chat": _chat_reader(n.LOGFIRE_REQUEST_DATA, ("messages",), n.LOGFIRE_RESPONSE_DATA, ("message",)),
     "langfuse_chat": _chat_reader(n.LANGFUSE_INPUT, ("messages",), n.LANGFUSE_OUTPUT, ()),
     "mlflow_chat": _chat_reader(n.MLFLOW_SPAN_INPUTS, ("messages",), n.MLFLOW_SPAN_OUTPUTS, ("choices", 0, "message")),
+    "openlit_tools": _openlit_tools,
 }
 
 
@@ -316,16 +355,67 @@ _OUTPUT_PREFIXES = ("llm.output_messages.", n.GEN_AI_COMPLETION_PREFIX)
 
 
 def tool_activity(attrs: Mapping[str, Any]) -> str | None:
-    """The attribute that says a model call asked for tools while its output is not recorded, or None.
+    """The attribute that says a model call used tools while what it asked is not recorded, or None.
 
-    Finish reasons (``tool_calls``, ``tool_use``, ``function_call``) are metadata, kept when message content is not:
-    with content off they are the only sign that the agent called tools at all. A span whose output is recorded is
-    read by the message readers instead.
+    Metadata kept when message content is not: OpenLIT's tool names and arguments, a finish reason naming tool calls
+    (``tool_calls``, ``tool_use``, ``function_call``) or a count of tool calls, while the output is not recorded; or
+    tools offered to the model and a ``tool`` message without content in its input (a tool ran, its result not
+    captured). With content off these are the only signs that the agent called tools at all.
     """
-    key = _tool_finish(attrs)
-    if key is None or any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
+    role = _empty_tool_message(attrs)
+    if any(k in attrs for k in _OUTPUT_KEYS) or any(k.startswith(_OUTPUT_PREFIXES) for k in attrs):
+        return role
+    return _tool_named(attrs) or _tool_finish(attrs) or _tool_count(attrs) or role
+
+
+def _tool_named(attrs: Mapping[str, Any]) -> str | None:
+    """OpenLIT's tool arguments (or, without them, tool names) on a model span whose messages are not recorded."""
+    for key in (n.GEN_AI_TOOL_ARGS, n.GEN_AI_TOOL_CALL_ARGUMENTS, n.GEN_AI_TOOL_NAME):
+        if attrs.get(key):
+            return key
+    return None
+
+
+def _tool_count(attrs: Mapping[str, Any]) -> str | None:
+    """The attribute that counts the tool calls a model asked for, when it says one or more."""
+    for key in n.TOOL_CALL_COUNT_KEYS:
+        value = attrs.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return key
+    return None
+
+
+def _offers_tools(attrs: Mapping[str, Any]) -> bool:
+    return any(k in attrs for k in n.TOOL_DEFINITION_KEYS) or any(
+        k.startswith(n.TOOL_DEFINITION_PREFIXES) for k in attrs)
+
+
+def _empty_tool_message(attrs: Mapping[str, Any]) -> str | None:
+    """The role attribute of a ``tool`` message without content in the input of a model span offered tools, or None.
+
+    OpenInference ``llm.input_messages.K.message.role``, OpenLLMetry ``gen_ai.prompt.K.role``, or a ``tool`` message
+    of ``gen_ai.input.messages`` with no part that holds content.
+    """
+    if not _offers_tools(attrs):
         return None
-    return key
+    for prefix, role_key, content_keys in _TOOL_MESSAGE_SHAPES:
+        for index, fields in _flat(attrs, prefix).items():
+            if fields.get(role_key) == n.TOOL_ROLE and not any(
+                    k.startswith(content_keys) and v not in (None, "") for k, v in fields.items()):
+                return f"{prefix}{index}.{role_key}"
+    for message in _json(attrs.get(n.GEN_AI_INPUT_MESSAGES)) or ():
+        if isinstance(message, Mapping) and message.get("role") == n.TOOL_ROLE and not any(
+                isinstance(p, Mapping) and (p.get("response") is not None or p.get("content") not in (None, ""))
+                for p in message.get("parts") or ()):
+            return n.GEN_AI_INPUT_MESSAGES
+    return None
+
+
+#: Flattened input messages: (key prefix, role field, fields that hold content).
+_TOOL_MESSAGE_SHAPES = (
+    (n.OI_INPUT_MESSAGES_PREFIX, "message.role", ("message.content", "message.contents.")),
+    (n.GEN_AI_PROMPT_PREFIX, "role", ("content",)),
+)
 
 
 def _tool_finish(attrs: Mapping[str, Any]) -> str | None:

@@ -121,6 +121,15 @@ REFUSAL = "refusal"
 REFUSAL_SUFFIX = ".refusal"
 #: The tool name of a call known to have happened whose name was not recorded.
 UNREAD_TOOL = "_unread_tool"
+#: Tools offered to the model: OpenInference ``llm.tools.N.*``, OpenLLMetry ``llm.request.functions.N.*``, GenAI
+#: ``gen_ai.tool.definitions``, Vercel AI ``ai.prompt.tools``, MLflow ``mlflow.chat.tools``. With a ``tool`` message
+#: that has no content, they show that a tool ran though content capture is off.
+TOOL_DEFINITION_PREFIXES = ("llm.tools.", "llm.request.functions.")
+TOOL_DEFINITION_KEYS = ("gen_ai.tool.definitions", "ai.prompt.tools", "mlflow.chat.tools", "llm.openai.tools")
+#: The role of a message that carries a tool's result.
+TOOL_ROLE = "tool"
+#: Counts of the tool calls a model asked for, kept on model spans when content is not.
+TOOL_CALL_COUNT_KEYS = ("gen_ai.response.tool_calls.count",)
 
 # --- OpenInference (read) ----------------------------------------------------
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
@@ -138,6 +147,19 @@ OI_TOKEN_CACHE_WRITE = "llm.token_count.prompt_details.cache_write"
 OI_SESSION_ID = "session.id"
 OI_AGENT_NAME = "agent.name"
 OI_GRAPH_NODE_ID = "graph.node.id"
+
+# BeeAI under OpenInference: its tool spans name the tool's and the output's classes; the run's final answer is a
+# tool of its own (not a call of the agent's plan).
+BEEAI_TOOL_CLASS = "metadata.class_name"
+BEEAI_OUTPUT_CLASS = "metadata.output_class"
+BEEAI_FINAL_ANSWER_CLASS = "FinalAnswerTool"
+
+# OpenLIT: on a chat span, the tool calls asked for (kept with content capture off), each part joined by ", "; its
+# spans carry the application name it was initialised with.
+GEN_AI_TOOL_ARGS = "gen_ai.tool.args"
+OPENLIT_APPLICATION_NAME = "gen_ai.application_name"
+#: OpenLIT's separator between the calls of one model response in ``gen_ai.tool.name`` / ``.call.id`` / ``.args``.
+OPENLIT_JOIN = ", "
 
 # --- OpenLLMetry / Traceloop (read) ------------------------------------------
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"

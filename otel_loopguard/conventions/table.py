@@ -144,6 +144,8 @@ class Convention:
 
 
 _ERROR_TYPE = (attr(n.ERROR_TYPE),)
+_BEEAI = "beeai-framework 0.1.85, openinference-instrumentation-beeai 0.1.30"
+_OPENLIT = "openlit 1.45.0, langchain 1.5.2, langchain-openai 1.1.9, openai 2.8.1"
 
 #: Tool-span conventions, most specific first (the first row whose conditions hold reads the span).
 TOOL_CONVENTIONS: tuple[Convention, ...] = (
@@ -254,6 +256,24 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
                       "0.62.4",
     ),
     Convention(
+        name="beeai_final_answer",
+        title="BeeAI under OpenInference: the run's `final_answer` tool (the answer, not a call)",
+        when=(_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_TOOL), _is(n.BEEAI_TOOL_CLASS, n.BEEAI_FINAL_ANSWER_CLASS)),
+        not_a_call=True,
+        recorded_from=_BEEAI,
+    ),
+    Convention(
+        name="beeai",
+        title='BeeAI under OpenInference: tool input `{"input": {...}, "options": null}`',
+        when=(_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_TOOL), _has(n.BEEAI_OUTPUT_CLASS)),
+        tool_name=(attr(n.OI_TOOL_NAME), span_name()),
+        arguments=(attr(n.OI_INPUT_VALUE),),
+        result=(attr(n.OI_OUTPUT_VALUE),),
+        error=_ERROR_TYPE,
+        unwrap_arguments=("input_options",),
+        recorded_from=_BEEAI,
+    ),
+    Convention(
         name="openinference",
         title="OpenInference: LangChain, openai-agents, AutoGen, smolagents, DSPy",
         when=(_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_TOOL),),
@@ -288,6 +308,20 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
         error=_ERROR_TYPE,
         unwrap_result=("json_string",),
         recorded_from="mlflow 3.17.2",
+    ),
+    Convention(
+        name="openlit",
+        title="OpenLIT `execute_tool` (LangChain, LangGraph): arguments as a Python dict's repr, result as a "
+              "ToolMessage's repr",
+        when=(_is(n.GEN_AI_OPERATION_NAME, n.OP_EXECUTE_TOOL), _has(n.OPENLIT_APPLICATION_NAME)),
+        tool_name=(attr(n.GEN_AI_TOOL_NAME), span_name(strip_prefix="execute_tool ")),
+        arguments=(attr(n.GEN_AI_TOOL_CALL_ARGUMENTS),),
+        result=(attr(n.GEN_AI_TOOL_CALL_RESULT),),
+        error=_ERROR_TYPE,
+        call_id=(attr(n.GEN_AI_TOOL_CALL_ID),),
+        unwrap_arguments=("python_dict",),
+        unwrap_result=("message_repr",),
+        recorded_from=_OPENLIT,
     ),
     Convention(
         name="genai",
@@ -359,9 +393,10 @@ class ModelSpans:
 #: Model-call conventions (a run's totals repeated on an agent or root span are never read: those are agent spans).
 MODEL_SPANS: tuple[ModelSpans, ...] = (
     # openai-v2 / genai-openai / genai-anthropic with SPAN_ONLY, OpenLLMetry >= 0.55, the anthropic SDK, LiteLLM.
-    # Pydantic Logfire's instrument_openai (version 1: request_data / response_data) is read here too.
+    # Pydantic Logfire's instrument_openai (version 1: request_data / response_data) is read here too, and OpenLIT's
+    # gen_ai.tool.name / gen_ai.tool.args (kept with content capture off).
     ModelSpans("genai", (_is(n.GEN_AI_OPERATION_NAME, *n.LLM_OPERATIONS),), "genai",
-               ("genai_messages", "openllmetry_flat", "logfire_chat")),
+               ("genai_messages", "openllmetry_flat", "logfire_chat", "openlit_tools")),
     ModelSpans("openinference", (_is(n.OPENINFERENCE_SPAN_KIND, n.OI_KIND_LLM),), "openinference",
                ("openinference_messages",)),
     ModelSpans("vercel_ai", (_is(n.AI_OPERATION_ID, *n.AI_MODEL_OPERATIONS),), "genai"),

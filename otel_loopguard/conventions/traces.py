@@ -309,6 +309,8 @@ class TraceCollector:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
         else:  # a hand-off or model call no tool or model convention reads (Logfire's)
+            if role is None:
+                held.unread.other(attrs, span.span_id)
             self._add_lane_step(held, lane_step_of_span(attrs, span.name, span.span_id, span.parent_span_id,
                                                         span.start_ns, span.end_ns))
         if self._bytes > self._max_bytes:

@@ -4,12 +4,15 @@ Two causes, each reported once (per process, per cause and set of attribute keys
 and ``serve`` as a WARNING log record and the counter ``loopguard.spans.unread{reason}``, ``serve`` also as an
 OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the trace:
 
-* :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans) but no tool call can be read from them:
-  no tool span of a known convention, and no tool call in the model spans' messages (content not captured, or
-  written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of its model spans.
-* :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls) but
-  record neither the calls nor their results (content capture off), and the trace has no readable tool span: its
-  calls are judged as calls that cannot be compared (at most ``uncertain``). The keys named are the evidence seen.
+* :data:`NO_TOOL_CALLS`: a trace has GenAI spans (model calls, agent spans, or only a framework's structure
+  spans: OpenInference ``CHAIN``, OpenLLMetry ``task``/``workflow``, Langfuse and MLflow spans of other types) but no
+  tool call can be read from them: no tool span of a known convention, and no tool call in the model spans' messages
+  (content not captured, or written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of these
+  spans.
+* :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls, a
+  tool-call count, or tools offered and a ``tool`` message without content) but record neither the calls nor their
+  results (content capture off), and the trace has no readable tool span: its calls are judged as calls that cannot
+  be compared (at most ``uncertain``). The keys named are the evidence seen.
 * :data:`AGENT_TURNS_WITHOUT_CONTENT`: as :data:`NO_TOOL_CALLS`, but the trace's only GenAI spans are agent turns
   (``invoke_agent``) that record no message text and no model call: a group chat whose turns are each traced on
   their own without content (AutoGen's native tracing). A repeated turn or hand-off cannot be seen, and nothing is
@@ -44,6 +47,7 @@ __all__ = [
     "Unread",
     "UnreadTrace",
     "message",
+    "structure_span",
     "unknown_content_keys",
 ]
 
@@ -131,11 +135,14 @@ class Unread(NamedTuple):
         reason: :data:`NO_TOOL_CALLS` or :data:`UNKNOWN_ATTRIBUTES` (the counter's ``reason`` attribute).
         keys: the attribute keys seen (at most :data:`MAX_KEYS`, sorted).
         spans: how many spans it concerns.
+        structure_only: :data:`NO_TOOL_CALLS` of a trace with no model or agent span at all, only a framework's
+            structure spans (its message says so).
     """
 
     reason: str
     keys: tuple[str, ...]
     spans: int
+    structure_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form of ``audit --json``'s ``unread`` entries."""
@@ -155,6 +162,11 @@ def message(unread: Unread) -> str:
                 f"repeated turns and hand-offs cannot be judged and nothing is inferred; attributes seen: {keys}; "
                 f"record the messages (for AutoGen: openinference-instrumentation-autogen-agentchat), see "
                 f"{CONVENTIONS_PAGE}")
+    if unread.reason == NO_TOOL_CALLS and unread.structure_only:
+        return (f"{unread.spans} span(s) of an agent framework (OpenInference CHAIN, OpenLLMetry task or workflow, "
+                f"...) but no tool or model span, so no tool call could be read: the instrumentation does not record "
+                f"the agent's tool or model calls; attributes seen: {keys}; instrument the model client or the tools "
+                f"(OpenTelemetry GenAI, OpenInference or OpenLLMetry), see {CONVENTIONS_PAGE}")
     if unread.reason == NO_TOOL_CALLS:
         return (f"{unread.spans} GenAI span(s) but no tool call could be read: no tool span of a known convention, "
                 f"and no tool call in the model spans' messages (content not captured, or sent to log records: "
@@ -186,7 +198,7 @@ class UnreadTrace:
     """
 
     __slots__ = ("_activity", "_activity_spans", "_bare_turns", "_derived", "_last_keys", "_model_keys", "_model_spans",
-                 "_tool_calls", "_unknown", "_unknown_spans")
+                 "_other_ids", "_other_spans", "_tool_calls", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
@@ -200,6 +212,8 @@ class UnreadTrace:
         self._activity_spans = 0
         # Agent spans without message text (a trace of nothing else has nothing to judge: its own note).
         self._bare_turns = 0
+        self._other_spans = 0
+        self._other_ids: set[int] = set()
 
     def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
              events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
@@ -241,6 +255,17 @@ class UnreadTrace:
                 self._last_keys = genai
                 self._model_keys |= genai
 
+    def other(self, attrs: Mapping[str, Any], span_id: int) -> None:
+        """A span of an agent framework's structure that is no tool, model or agent span (:func:`structure_span`):
+        counted once per span id for :data:`NO_TOOL_CALLS`, its keys named."""
+        if span_id in self._other_ids or not structure_span(attrs):
+            return
+        if len(self._other_ids) < _MAX_OTHER_IDS:
+            self._other_ids.add(span_id)
+        self._other_spans += 1
+        if len(self._model_keys) < 4 * MAX_KEYS:
+            self._model_keys.update(_key(k) for k in attrs if k.startswith(_STRUCTURE_KEY_PREFIXES))
+
     def derived(self, count: int) -> None:
         """Tool calls read from model spans."""
         self._tool_calls += count
@@ -260,6 +285,7 @@ class UnreadTrace:
         self._activity_spans += other._activity_spans
         self._bare_turns += other._bare_turns
         self._activity.update(other._activity)
+        self._other_spans += other._other_spans
         if len(self._model_keys) < 4 * MAX_KEYS:
             self._model_keys.update(other._model_keys)
         if len(self._unknown) < 4 * MAX_KEYS:
@@ -278,8 +304,27 @@ class UnreadTrace:
         if self._activity_spans and self._tool_calls == self._derived:
             # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
             out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
-        elif self._model_spans and not self._tool_calls:
-            reason = AGENT_TURNS_WITHOUT_CONTENT if self._bare_turns == self._model_spans else NO_TOOL_CALLS
-            out.append(Unread(reason, _bounded(self._model_keys), self._model_spans))
+        elif (self._model_spans or self._other_spans) and not self._tool_calls:
+            if self._model_spans and self._bare_turns == self._model_spans:
+                out.append(Unread(AGENT_TURNS_WITHOUT_CONTENT, _bounded(self._model_keys), self._model_spans))
+            else:
+                out.append(Unread(NO_TOOL_CALLS, _bounded(self._model_keys), self._model_spans + self._other_spans,
+                                  structure_only=not self._model_spans))
         return out
+
+
+#: Keys that mark a span of an agent framework's structure (any value): OpenInference, OpenLLMetry, Langfuse, MLflow.
+_STRUCTURE_KEYS = (n.OPENINFERENCE_SPAN_KIND, n.TRACELOOP_SPAN_KIND, n.LANGFUSE_OBSERVATION_TYPE, n.MLFLOW_SPAN_TYPE)
+#: The keys of such a span named in a note.
+_STRUCTURE_KEY_PREFIXES = (*n.GENAI_KEY_PREFIXES, "openinference.")
+#: Structure-span ids remembered per trace (for a span delivered twice); beyond, spans are only counted.
+_MAX_OTHER_IDS = 1024
+
+
+def structure_span(attrs: Mapping[str, Any]) -> bool:
+    """Whether a span no convention reads as a tool, model or agent span still marks an agent framework's run
+    (OpenInference ``CHAIN``, OpenLLMetry ``task``/``workflow``, Langfuse ``span``, MLflow ``CHAIN``, ...): a trace of
+    only such spans has no readable tool call and gets :data:`NO_TOOL_CALLS` (Haystack under OpenInference)."""
+    return any(key in attrs for key in _STRUCTURE_KEYS)
+
 

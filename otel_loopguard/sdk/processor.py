@@ -36,7 +36,7 @@ from ..conventions.extract import (
 )
 from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
-from ..conventions.unread import Unread, message
+from ..conventions.unread import Unread, message, structure_span
 from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
 from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.config import LoopGuardConfig
@@ -783,6 +783,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         step = lane_step_of_span(attrs, name, ctx.span_id, parent.span_id if parent is not None else None,
                                  span.start_time or 0, span.end_time or 0)
         if step is None:
+            if structure_span(attrs):  # an agent framework's CHAIN/task span: for the trace's unread note
+                slot = self._trace_slot(ctx.trace_id, span.end_time * 1e-9 if span.end_time else time.time())
+                with slot.lock:
+                    slot.state.unread_now().other(attrs, ctx.span_id)
             return
         now = step.end_ns * 1e-9 if step.end_ns else time.time()
         slot = self._trace_slot(ctx.trace_id, now)

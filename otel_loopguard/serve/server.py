@@ -442,7 +442,8 @@ class Server:
                     if old.reason == cause.reason:
                         keys = tuple(sorted({*old.keys, *cause.keys}))[:MAX_KEYS]
                         assert owed is not None
-                        owed[i] = Unread(cause.reason, keys, old.spans + cause.spans)
+                        owed[i] = Unread(cause.reason, keys, old.spans + cause.spans,
+                                         old.structure_only and cause.structure_only)
                         break
                 else:
                     owed = [*(owed or ()), cause]

@@ -23,7 +23,7 @@ from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord, ended_in_error
 from ..conventions.traces import StepReader
-from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace
+from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
 from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
 from ..core.engine import LoopEngine
@@ -151,7 +151,7 @@ def _merged(notes: list[Unread]) -> list[Unread]:
 class _Batch:
     """One request's spans of one trace, read without a lock."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "roots", "spans", "steps", "versions")
+    __slots__ = ("agents", "by_id", "max_end_ns", "models", "others", "roots", "spans", "steps", "versions")
 
     def __init__(self) -> None:
         self.spans = 0
@@ -161,6 +161,8 @@ class _Batch:
         self.steps: list[tuple[Step, SpanRecord]] = []
         self.models: list[SpanRecord] = []
         self.agents: list[SpanRecord] = []
+        # Spans of an agent framework's structure that are no tool, model or agent span (for the unread note).
+        self.others: list[SpanRecord] = []
         # Root spans (for the task outcome: error status, duration, version attributes).
         self.roots: list[SpanRecord] = []
         # (versions, start, span id) of the spans that carry any (conventions/versions.py).
@@ -303,8 +305,6 @@ class TraceTable:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
             current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
-        # Reading the spans needs no lock.
-        read_role = self._reader.extractor.read_role
         by_trace: dict[int, _Batch] = {}
         count = 0
         for span in spans:
@@ -312,22 +312,7 @@ class TraceTable:
             batch = by_trace.get(span.trace_id)
             if batch is None:
                 batch = by_trace[span.trace_id] = _Batch()
-            batch.spans += 1
-            if span.end_ns > batch.max_end_ns:
-                batch.max_end_ns = span.end_ns
-            # One classification per span: the role, and for a tool span the convention row that reads it.
-            role, row = read_role(span.attributes, span.name)
-            if span.parent_span_id is None:
-                batch.roots.append(span)
-            batch.note_versions(span, self._read_versions)
-            if role == ROLE_LLM:
-                batch.models.append(span)
-            elif role == ROLE_AGENT:
-                batch.agents.append(span)
-            else:
-                step = self._step(span, role, row)
-                if step is not None:
-                    batch.steps.append((step, span))
+            self._sort(batch, span)
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
@@ -343,6 +328,27 @@ class TraceTable:
         if unread is not None and notes:
             unread.extend(_merged(notes))
         return events, tools, finished, started
+
+    def _sort(self, batch: _Batch, span: SpanRecord) -> None:
+        """Put one span of a request into its trace's batch, classified once: the role, and for a tool span the
+        convention row that reads it."""
+        batch.spans += 1
+        if span.end_ns > batch.max_end_ns:
+            batch.max_end_ns = span.end_ns
+        role, row = self._reader.extractor.read_role(span.attributes, span.name)
+        if span.parent_span_id is None:
+            batch.roots.append(span)
+        batch.note_versions(span, self._read_versions)
+        if role == ROLE_LLM:
+            batch.models.append(span)
+        elif role == ROLE_AGENT:
+            batch.agents.append(span)
+        else:
+            step = self._step(span, role, row)
+            if step is not None:
+                batch.steps.append((step, span))
+            elif role is None and structure_span(span.attributes):  # for the unread note
+                batch.others.append(span)
 
     def _step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
         """The step of a tool span (a transfer or delegation tool read as a hand-off), or of a span no convention
@@ -458,6 +464,8 @@ class TraceTable:
             news |= self._tools_seen(trace)
         if batch.agents:
             news |= self._note_agents(trace, batch.agents)
+        for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
+            trace.unread_now().other(span.attributes, span.span_id)
         if batch.roots or batch.models:
             _note_task(trace, batch)
         for found, start_ns, span_id in batch.versions:

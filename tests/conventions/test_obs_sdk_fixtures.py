@@ -7,6 +7,7 @@ Before these conventions, every one of these traces read as zero tool calls and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,16 @@ from tests.support.recorded_fixtures import (
 from tests.support.scenario_expectations import expected, scripted_table
 
 FILES = obs_sdk_fixture_files()
+#: Haystack under OpenInference and OpenLLMetry: no readable call at all.
+HAYSTACK = ("haystack_openinference", "haystack_openllmetry")
+#: Sources recorded without a content switch.
+NO_SWITCH = ("mlflow", "logfire_v1", *HAYSTACK)
 MANIFEST = {row["file"]: row for row in json.loads((OBS_SDK_FIXTURES / "MANIFEST-obs-sdk.json").read_text())}
 scripted = scripted_table()  # the scenario table and tools shared by every non-LangGraph generator
 SCENARIOS = {s.name: s for s in scripted.SCENARIOS}
+# BeeAI with its cycle checker on: the same-call loop's first call runs, the repeat is withdrawn (then the answer).
+SCENARIOS["same_call_guarded"] = dataclasses.replace(SCENARIOS["same_call_loop"], name="same_call_guarded",
+                                                     calls=SCENARIOS["same_call_loop"].calls[:1])
 
 
 def _parts(path: Path) -> tuple[str, str]:
@@ -43,13 +51,14 @@ def _audit(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 
 
 def test_every_sdk_and_scenario_is_recorded() -> None:
-    """Four sources, four scenarios each, and those with a content switch (Langfuse, google-genai) also with content
-    off."""
+    """Nine sources, four scenarios each, those with a content switch (all but MLflow, Logfire v1 and Haystack) also
+    with content off, and BeeAI also with its own cycle checker on."""
     seen = {_parts(p) for p in FILES}
     base = {"same_call_loop", "ping_pong", "pagination", "healthy"}
     assert {s for s, _ in seen} == set(OBS_SDK_SOURCES)
     for source in OBS_SDK_SOURCES:
-        want = base | ({"no_content"} if source in ("langfuse", "google_genai") else set())
+        want = base | ({"no_content"} if source not in NO_SWITCH else set())
+        want |= {"same_call_guarded"} if source == "beeai" else set()
         assert {scenario for s, scenario in seen if s == source} == want, source
     assert set(MANIFEST) == {p.name for p in FILES}
 
@@ -72,11 +81,12 @@ def _calls(path: Path) -> list[Any]:
                                    key=lambda s: s.start_ns)]
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in OBS_MODEL_SPAN_SOURCES],
+@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] not in (*OBS_MODEL_SPAN_SOURCES, *HAYSTACK)],
                          ids=lambda p: p.stem)
 def test_tool_spans_hold_the_scripted_calls(path: Path) -> None:
-    """Langfuse and MLflow tool spans: the tool names, the arguments as the model sent them (Langfuse's
-    ``{"args": [], "kwargs": {...}}`` envelope peeled off) and the tools' results; with content off, neither."""
+    """Langfuse, MLflow and BeeAI tool spans: the tool names, the arguments as the model sent them (Langfuse's
+    ``{"args": [], "kwargs": {...}}`` and BeeAI's ``{"input": {...}, "options": null}`` envelopes peeled off) and
+    the tools' results; with content off, neither. BeeAI's closing ``final_answer`` span is no call."""
     _source, scenario_name = _parts(path)
     scenario = SCENARIOS[scenario_name]
     calls = _calls(path)
@@ -136,3 +146,33 @@ def test_generations_without_readable_calls_are_named(tmp_path: Path, capsys: py
     [unread] = report["unread"]
     assert unread["reason"] == "no_tool_calls" and unread["spans"] == 7  # six generations and the agent observation
     assert "langfuse.observation.type" in unread["keys"] and "langfuse.observation.input" in unread["keys"]
+
+
+def _ordered_spans(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(name, attributes) of a recorded file's spans in start order."""
+    doc = json.loads(path.read_text())
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    return [(s["name"], {a["key"]: next(iter(a["value"].values())) for a in s.get("attributes", [])})
+            for s in sorted(spans, key=lambda s: int(s["startTimeUnixNano"]))]
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _parts(p)[0] == "beeai"], ids=lambda p: p.stem)
+def test_beeai_recordings_have_the_shape_the_convention_reads(path: Path) -> None:
+    """BeeAI as recorded: tool input in a ``{"input": {...}, "options": null}`` envelope, one ``final_answer`` tool
+    span closing the run, and with the cycle checker on a repeated call asked for, then the model asked again."""
+    spans = _ordered_spans(path)
+    tools = [(name, attrs) for name, attrs in spans if attrs.get("openinference.span.kind") == "TOOL"]
+    assert [name for name, _ in tools][-1] == "final_answer"
+    assert sum(1 for name, _ in tools if name == "final_answer") == 1
+    scenario = SCENARIOS[_parts(path)[1]]
+    for (name, attrs), (tool, args) in zip(tools, scenario.calls):
+        assert name == tool
+        if scenario.content_captured:
+            assert json.loads(attrs["input.value"]) == {"input": json.loads(args), "options": None}
+    kinds = ["L" if attrs.get("openinference.span.kind") == "LLM" else name for name, attrs in spans
+             if attrs.get("openinference.span.kind") in ("LLM", "TOOL")]
+    if scenario.name == "same_call_guarded":
+        # The repeat is asked for, withdrawn by the checker, and the model asked again: two model calls, no call.
+        assert kinds == ["L", "search", "L", "L", "final_answer"]
+    else:
+        assert kinds == [k for name, _ in scenario.calls for k in ("L", name)] + ["L", "final_answer"]

@@ -19,7 +19,8 @@ from otel_loopguard.errors import ConfigError
 ACCEPTED = ("when, span_name_prefix, tool_name, arguments, result, error, call_id, agent_name, unwrap_arguments, "
             "unwrap_result")
 # The envelopes known to unwrap_*, sorted by name (envelopes.ENVELOPES).
-KNOWN_ENVELOPES = "args_kwargs, content_blocks, json_string, kwargs_only, langchain_inputs, python_call, tool_message"
+KNOWN_ENVELOPES = ("args_kwargs, content_blocks, input_options, json_string, kwargs_only, langchain_inputs, "
+                   "message_repr, python_call, python_dict, tool_message")
 # The keys a source table accepts, sorted.
 SOURCE_KEYS = "attribute, event, path, span_name, strip_prefix, strip_suffix"
 WHEN = {"k": "v"}

@@ -230,3 +230,17 @@ class Harness:
         self.server.stop()
         self.logger_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+def served(path: Path) -> tuple[dict[str, Any], TraceReport]:
+    """One OTLP/JSON file sent to a fresh ``serve``: its one trace's report once finished, and the partial success
+    of the sender's next (empty) export, which tells what could not be read."""
+    with Harness() as h:
+        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
+        assert status == 200
+        h.server.finish_all()
+        assert h.wait_reports(1)
+        status, body, _ = post(h.server.http_port, b'{"resourceSpans": []}', "application/json")
+        assert status == 200
+        [report] = h.reports
+    return json.loads(body).get("partialSuccess", {}), report

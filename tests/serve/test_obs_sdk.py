@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from otel_loopguard.conventions.unread import CALLS_WITHOUT_CONTENT
-from tests.serve._support import Harness, as_reference, audit_reports, post
+from tests.serve._support import Harness, as_reference, audit_reports, post, served
 from tests.support.chat_traces import repeated_id_chat
 from tests.support.recorded_fixtures import FIXTURES, obs_sdk_fixture_files
 from tests.support.scenario_expectations import expected
@@ -41,16 +41,7 @@ def test_sdk_traces_are_judged_as_the_scenarios_say() -> None:
 def test_calls_known_only_from_finish_reasons_are_told_to_the_sender() -> None:
     """openai-v2 with content off: five calls that cannot be compared, uncertain (rule evidence) at the third; the
     next answer to the sender is a partial success (no span rejected) naming the evidence key."""
-    path = FIXTURES / "model_spans" / "openai_v2_span__no_content.json"
-    with Harness() as h:
-        status, _, _ = post(h.server.http_port, path.read_bytes(), "application/json")
-        assert status == 200
-        h.server.finish_all()
-        assert h.wait_reports(1)
-        status, body, _ = post(h.server.http_port, b'{"resourceSpans": []}', "application/json")
-        assert status == 200
-        partial = json.loads(body)["partialSuccess"]
-        [report] = h.reports
+    partial, report = served(FIXTURES / "model_spans" / "openai_v2_span__no_content.json")
     assert int(partial.get("rejectedSpans", 0)) == 0
     assert "say tool calls happened" in partial["errorMessage"]
     assert "gen_ai.response.finish_reasons" in partial["errorMessage"]

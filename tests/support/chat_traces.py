@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -13,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_loopguard.testing import write_otlp_json
 
-__all__ = ["repeated_id_chat"]
+__all__ = ["model_span_trace", "repeated_id_chat"]
 
 MS = 1_000_000
 ARGS = {"query": "weather in Paris"}
@@ -37,18 +38,26 @@ def _messages(turn: int, last: bool) -> tuple[str, str]:
 def repeated_id_chat(path: Path, calls: int) -> None:
     """A chat whose model spans (no tool span) ask for the same call ``calls`` times, one turn after another, and
     then answer."""
+    spans = []
+    for turn in range(calls + 1):
+        inputs, outputs = _messages(turn, turn == calls)
+        spans.append(("generate_content gemini", {"gen_ai.operation.name": "generate_content",
+                                                  "gen_ai.input.messages": inputs, "gen_ai.output.messages": outputs}))
+    model_span_trace(path, spans, root="chat session")
+
+
+def model_span_trace(path: Path, spans: list[tuple[str, dict[str, Any]]], root: str = "agent run") -> None:
+    """A trace of the given (name, attributes) spans, one after another under a plain root span, written as an
+    OTLP/JSON file through a real SDK ``TracerProvider`` (content-off model spans, a framework's structure spans)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("chat")
-    root = tracer.start_span("chat session", start_time=1 * MS)
-    context = trace.set_span_in_context(root)
-    for turn in range(calls + 1):
-        start = (10 + 20 * turn) * MS
-        inputs, outputs = _messages(turn, turn == calls)
-        span = tracer.start_span("generate_content gemini", context=context, start_time=start, attributes={
-            "gen_ai.operation.name": "generate_content", "gen_ai.input.messages": inputs,
-            "gen_ai.output.messages": outputs})
+    parent = tracer.start_span(root, start_time=1 * MS)
+    context = trace.set_span_in_context(parent)
+    for index, (name, attributes) in enumerate(spans):
+        start = (10 + 20 * index) * MS
+        span = tracer.start_span(name, context=context, start_time=start, attributes=attributes)
         span.end(end_time=start + 10 * MS)
-    root.end(end_time=(30 + 20 * calls) * MS)
+    parent.end(end_time=(10 + 20 * len(spans)) * MS)
     write_otlp_json(exporter.get_finished_spans(), str(path))

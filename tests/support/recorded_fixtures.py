@@ -85,11 +85,14 @@ JUDGED_SOURCES = (
 #: Agent loops traced by LLM-observability SDKs and Google's GenAI SDK (``otlp/obs_sdk``, ``MANIFEST-obs-sdk.json``):
 #: the scenarios
 #: ``same_call_loop``, ``ping_pong``, ``pagination``, ``healthy`` and, where the SDK has a content switch,
-#: ``no_content`` (judged by their own tests, so the seven-scenario checks above do not apply).
+#: ``no_content`` (judged by their own tests, so the seven-scenario checks above do not apply); BeeAI also
+#: ``same_call_guarded`` (its cycle checker on).
 OBS_SDK_FIXTURES = FIXTURES / "obs_sdk"
-OBS_SDK_SOURCES = ("google_genai", "langfuse", "logfire_v1", "mlflow")
-#: Those traced only at the model client (no tool span): google-genai's chats and Logfire's instrument_openai.
-OBS_MODEL_SPAN_SOURCES = ("google_genai", "logfire_v1")
+OBS_SDK_SOURCES = ("beeai", "google_genai", "haystack_openinference", "haystack_openllmetry", "langfuse", "logfire_v1",
+                   "mlflow", "openlit", "openlit_langchain")
+#: Those traced only at the model client (no tool span): google-genai's chats, Logfire's instrument_openai, OpenLIT
+#: on the OpenAI client.
+OBS_MODEL_SPAN_SOURCES = ("google_genai", "logfire_v1", "openlit")
 
 
 def obs_sdk_fixture_files() -> list[Path]:
