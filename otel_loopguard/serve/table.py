@@ -18,7 +18,14 @@ from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
+from ..conventions.agent_steps import (
+    ORIGIN_LANE_SPAN,
+    SubAgents,
+    handoff_of_tool,
+    is_handoff_tool,
+    lane_step_of_span,
+    model_step,
+)
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge, refused
 from ..conventions.nesting import CONVENTION_NESTING
@@ -275,8 +282,8 @@ def _note_task(trace: _Trace, batch: _Batch) -> None:
 
 class _Trace:
     __slots__ = ("agent_ids", "agents", "changed", "context", "failed", "has_tools", "judge", "kept", "key",
-                 "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "tenant",
-                 "tool_ends", "trace_id", "tracked", "turns", "unread")
+                 "last_seen", "last_step", "lock", "max_end_ns", "peers", "refused", "root", "status", "subagents",
+                 "tenant", "tool_ends", "trace_id", "tracked", "turns", "unread")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         self.trace_id = trace_id
@@ -302,6 +309,8 @@ class _Trace:
         self.agents: list[_Agent] | None = None
         # Agent span ids received (each counted once).
         self.agent_ids: set[int] | None = None
+        # The agent spans' names and the sub-agent steps waiting for their parent's span (made at the first).
+        self.subagents: SubAgents | None = None
         self.tool_ends: list[int] | None = None
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
@@ -573,7 +582,7 @@ class TraceTable:
                                                        for step, _ in batch.steps):
             news |= self._tools_seen(trace)
         if batch.agents:
-            news |= self._note_agents(trace, batch.agents)
+            news |= self._note_agents(trace, batch)
         if batch.roots or batch.models:
             _note_task(trace, batch)
         added = self._add_steps(trace, batch, counts, notes)
@@ -612,8 +621,13 @@ class TraceTable:
             return True
         return False
 
-    def _note_agents(self, trace: _Trace, spans: list[SpanRecord]) -> bool:
-        """Remember the batch's agent spans not seen before (each once); returns whether there was one."""
+    def _note_agents(self, trace: _Trace, batch: _Batch) -> bool:
+        """Remember the batch's agent spans not seen before (each once), adding the sub-agent steps they complete to
+        the batch's steps; returns whether there was one."""
+        spans = batch.agents
+        subagents = trace.subagents
+        if subagents is None:
+            subagents = trace.subagents = SubAgents()
         ids = trace.agent_ids
         if ids is None:
             ids = trace.agent_ids = set()
@@ -631,8 +645,11 @@ class TraceTable:
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
             if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
+            name = extractor.agent_name(span.attributes, name=span.name)
             if len(agents) < _MAX_AGENTS:
-                agents.append(_Agent(span, extractor.agent_name(span.attributes, name=span.name)))
+                agents.append(_Agent(span, name))
+            batch.steps.extend((step, span) for step in subagents.agent(
+                span.attributes, span.span_id, span.parent_span_id, span.start_ns, span.end_ns, name))
             news = True
         return news
 

@@ -26,6 +26,18 @@ Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` an
   stuck transition of the trace. The supervisor's closing answer (index 8) is new: the model sequence works again.
   Final: the hand-offs' stuck verdict.
 * ``supervisor_healthy``: as many transfers, every worker answer new: working.
+* ``transfer_cycle`` (Google ADK, ``adk_multi_agent_runs.py``, OpenInference): eight ``transfer_to_agent`` calls,
+  triage → billing → triage ..., nothing done in between and no model span recorded (this ADK and instrumentation
+  record none), so every hand-off's evidence is the same empty news; the fresh ``adk-<uuid>`` in each transfer's
+  output is never evidence. triage → billing is at 0, 2 and 4: stuck at index 4 by frequency (the period rule needs
+  three cycles, six steps), the period rule at 5. Final: stuck, period 2, agents triage_agent, billing_agent.
+* ``transfer_healthy``: as many transfers, each agent calling ``lookup_invoice`` for a new invoice first: the
+  news between hand-offs differs every time; eight tool calls, all different: working.
+* ``loop_repeat``: a ``LoopAgent`` ``review_loop`` runs ``writer_agent`` then ``critic_agent`` four times; their
+  agent spans are children of review_loop's, so eight sub-agent steps review_loop → writer, review_loop → critic,
+  no input recorded, each output the same text every round: as for the transfer cycle, stuck at index 4 (frequency),
+  period 2 at 5, agents review_loop, writer_agent, critic_agent.
+* ``loop_healthy``: the same loop, every output new: working.
 * ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
   again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
 """
@@ -78,6 +90,16 @@ SUPERVISOR = {
 _LOGFIRE_CALLS = {"handoff_ping_pong": 8, "handoff_healthy": 16}
 
 
+ADK = {
+    "transfer_cycle": Expected("stuck", "period", 2, "handoff", ("triage_agent", "billing_agent"), 4,
+                               transitions=((4, "stuck", "handoff"),)),
+    "transfer_healthy": Expected("working", "none", None, None, tool_calls=8, transitions=()),
+    "loop_repeat": Expected("stuck", "period", 2, "agent", ("review_loop", "writer_agent", "critic_agent"), 4,
+                            transitions=((4, "stuck", "agent"),)),
+    "loop_healthy": Expected("working", "none", None, None, transitions=()),
+}
+
+
 def _under_logfire(scenario: str, want: Expected) -> Expected:
     calls = _LOGFIRE_CALLS.get(scenario)
     if calls is None:
@@ -98,4 +120,6 @@ def cases() -> list[tuple[Path, Expected]]:
             out.append((AGENT_FIXTURES / f"openai_agents_{source}__{scenario}.json", want))
     for scenario, want in SUPERVISOR.items():
         out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
+    for scenario, want in ADK.items():
+        out.append((AGENT_FIXTURES / f"adk_openinference__{scenario}.json", want))
     return out
