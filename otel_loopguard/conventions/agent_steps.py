@@ -170,7 +170,8 @@ def subagent_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | 
 
     Signature: (parent agent, sub-agent, digest of the normalised input); evidence: the digest of the output's text
     (missing when no output was recorded). None when neither was recorded (content capture off: a graph running its
-    agent node again is no sign of a loop), and for a span that carries a model call (OpenInference kind ``LLM``): a model span named like an agent span.
+    agent node again is no sign of a loop), and for a span that carries a model call (OpenInference kind ``LLM``):
+    a model span named like an agent span.
     """
     if attrs.get(n.OPENINFERENCE_SPAN_KIND) == n.OI_KIND_LLM:
         return None
