@@ -959,8 +959,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _subagent_step(self, record: _Trace, span: ReadableSpan, attrs: Any) -> Step | None:
         """The sub-agent step of an agent span whose parent span is an open agent span of the trace (one known from
-        its start, or named like one and carrying an agent convention's attributes now), else None (caller holds the
-        record's lock)."""
+        its start, or one that started bare, named like one or the local root, and carries an agent convention's
+        attributes now), else None (caller holds the record's lock)."""
         parent = span.parent
         if parent is None or parent.is_remote:
             return None
@@ -969,9 +969,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if opened is not None:
             source = opened.name or _agent_of(self._extractor, opened.span())
         else:
-            late = (ref() for ref in self._late_agents.refs.get(span.context.trace_id, ()))
-            source = next((_agent_of(self._extractor, s) for s in late
-                           if s is not None and s.get_span_context().span_id == parent_id), None)
+            # Spans that started bare: named like agent spans, or the trace's local root.
+            trace_id = span.context.trace_id
+            root = self._roots.refs.get(trace_id)
+            bare = [*self._late_agents.refs.get(trace_id, ()), *((root,) if root is not None else ())]
+            source = next((_agent_of(self._extractor, s) for ref in bare
+                           if (s := ref()) is not None and s.get_span_context().span_id == parent_id), None)
             if source is None:  # the parent is no agent span (or not one known here)
                 return None
         return subagent_step(attrs, span.context.span_id, parent_id, span.start_time or 0, span.end_time or 0, source,
