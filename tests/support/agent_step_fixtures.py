@@ -38,6 +38,12 @@ Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` an
   no input recorded, each output the same text every round: as for the transfer cycle, stuck at index 4 (frequency),
   period 2 at 5, agents review_loop, writer_agent, critic_agent.
 * ``loop_healthy``: the same loop, every output new: working.
+* ``redelegation_cycle`` (CrewAI hierarchical crew, ``crewai_delegation_runs.py``, OpenInference): the manager
+  delegates eight times, alternating Researcher and Writer, with the same task and context; each coworker answers
+  the same text every time, and the answer is the delegation's evidence. The ``Delegate work to coworker`` spans
+  name no calling agent: ``(unknown agent) → Researcher`` at 0, 2 and 4 with the same evidence: stuck at index 4
+  (frequency), period 2 at 5; no tool call.
+* ``delegation_healthy``: eight delegations, each for another section (a new task): working.
 * ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
   again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
 """
@@ -100,6 +106,13 @@ ADK = {
 }
 
 
+CREWAI = {
+    "redelegation_cycle": Expected("stuck", "period", 2, "handoff", ("(unknown agent)", "Researcher", "Writer"), 4,
+                                   transitions=((4, "stuck", "handoff"),)),
+    "delegation_healthy": Expected("working", "none", None, None, transitions=()),
+}
+
+
 def _under_logfire(scenario: str, want: Expected) -> Expected:
     calls = _LOGFIRE_CALLS.get(scenario)
     if calls is None:
@@ -122,4 +135,6 @@ def cases() -> list[tuple[Path, Expected]]:
         out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
     for scenario, want in ADK.items():
         out.append((AGENT_FIXTURES / f"adk_openinference__{scenario}.json", want))
+    for scenario, want in CREWAI.items():
+        out.append((AGENT_FIXTURES / f"crewai_openinference__{scenario}.json", want))
     return out
