@@ -197,7 +197,7 @@ def _io_digest(value: Any) -> str | None:
         return text_digest("\n".join(texts))
     if isinstance(decoded, str):
         return text_digest(decoded)
-    return text_digest(msgspec.json.encode(_stable(decoded), order="sorted").decode())
+    return text_digest(_canonical(decoded))
 
 
 # Placeholders meaning "not recorded" in any attribute (the defaults of ``redacted_values``).
@@ -279,7 +279,7 @@ def _decoded(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than msgspec decodes
             return value
     return value
 
@@ -365,7 +365,7 @@ def _response_items(value: Any) -> list[Any] | None:
         return None
     try:
         decoded = msgspec.json.decode(value)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if isinstance(decoded, list) and decoded:
         decoded = decoded[0]
@@ -400,10 +400,18 @@ def _news(attrs: Mapping[str, Any]) -> str | None:
             attrs, n.GEN_AI_PROMPT_PREFIX, "")
         if not messages:
             return None
-    rows = [(_role(m), msgspec.json.encode(_stable(m), order="sorted").decode())
-            for m in messages if isinstance(m, dict)]
+    rows = [(_role(m), _canonical(m)) for m in messages if isinstance(m, dict)]
     last = max((i for i, (role, _) in enumerate(rows) if role in ("assistant", "model")), default=-1)
     return text_digest("\n".join(f"{role}: {content}" for role, content in rows[last + 1:]))
+
+
+def _canonical(value: Any) -> str:
+    """``value`` (decoded JSON) as compact JSON with sorted keys, without volatile ids (:func:`_stable`); a value
+    nested too deep for that is taken as its ``repr``, whole."""
+    try:
+        return msgspec.json.encode(_stable(value), order="sorted").decode()
+    except RecursionError:
+        return repr(value)
 
 
 def _stable(value: Any) -> Any:
@@ -432,7 +440,7 @@ def _json_list(value: Any) -> list[Any] | None:
     if isinstance(value, str):
         try:
             value = msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than msgspec decodes
             return None
     return value if isinstance(value, list) else None
 

@@ -100,3 +100,18 @@ def test_adk_transfer_names_the_calling_agent_from_its_genai_attribute() -> None
     assert first is not None and second is not None and first.call is not None
     assert first.call.tool == "triage_agent → billing_agent"
     assert first.call == second.call and first.call.result_captured is False
+
+
+def test_output_nested_too_deep_still_gives_a_step() -> None:
+    """Output nested deeper than the JSON decoder goes is digested as its raw text; one nested deeper than the
+    normaliser goes, whole; neither raises, and two such outputs that differ give different evidence."""
+    too_deep = "[" * 3000 + "]" * 3000
+    step = subagent_step(_oi_agent("w", too_deep), 5, 2, S, S, "loop", "w")
+    assert step is not None and step.call is not None and step.call.result == text_digest(too_deep)
+    results = set()
+    for leaf in ("1", "2"):
+        deep = '{"a":' * 950 + leaf + "}" * 950
+        deep_step = subagent_step(_oi_agent("w", deep), 6, 2, S, S, "loop", "w")
+        assert deep_step is not None and deep_step.call is not None and deep_step.call.result_captured
+        results.add(deep_step.call.result)
+    assert len(results) == 2
