@@ -17,6 +17,14 @@ A hand-off without evidence of its own gets, in its sequence, the digest of what
 hand-off (:class:`~otel_loopguard.core.agent_steps.Lanes`): agents that hand a task back and forth doing nothing
 in between are stuck; agents whose work in between changes are working.
 
+A sub-agent invocation is an agent span (GenAI ``invoke_agent``, OpenInference ``AGENT``) whose parent span is
+another agent's: a step of the parent agent's, signature (parent agent, sub-agent, normalised input), evidence the
+digest of the sub-agent's output text (:func:`subagent_step`; :class:`SubAgents` pairs them when spans come in any
+order). Google ADK's ``LoopAgent`` running ``writer`` then ``critic`` gives such spans; ADK's transfers do not
+(the agents' spans are siblings under the workflow span: the transfer tool is the hand-off). A span that carries
+a model call (OpenInference kind ``LLM`` on an ``invoke_agent`` span, as ADK's model calls are recorded onto the
+agent span when both ADK's and OpenInference's tracing run) is a model call, never a sub-agent step.
+
 A model turn is a model span whose output is assistant text without a tool call: its signature is the normalised
 text's digest, its evidence the digest of the input messages after the last assistant message (what is new since
 the model last spoke), None when the input was not recorded.
@@ -30,21 +38,23 @@ from typing import Any
 import msgspec
 
 from ..core.agent_steps import LANE_SPAN_BIT, NEWS_ONLY, tail_repetition, text_digest
-from ..core.config import normalize_key
+from ..core.config import DEFAULT_REDACTED_VALUES, normalize_key
 from ..core.engine import AGENT_ARROW
 from ..core.judge import Step
-from ..core.model import STEP_HANDOFF, STEP_MODEL, ToolCall
+from ..core.model import STEP_AGENT, STEP_HANDOFF, STEP_MODEL, StepKind, ToolCall
 from . import names as n
 
 __all__ = [
     "HANDOFF_MARKERS",
     "MAX_AGENT_NAME",
     "ORIGIN_LANE_SPAN",
+    "SubAgents",
     "handoff_of_span",
     "handoff_of_tool",
     "is_handoff_tool",
     "lane_step_of_span",
     "model_step",
+    "subagent_step",
 ]
 
 #: Attribute keys of a hand-off span that no tool or model convention marks (Logfire's ``Handoff`` span): a live
@@ -75,13 +85,13 @@ def _agent(value: Any) -> str:
 
 
 def _handoff(step_fields: tuple[int, int | None, int, int], source: str, target: str, arguments: Any,
-             result: Any = None, result_captured: bool = False) -> Step:
+             result: Any = None, result_captured: bool = False, kind: StepKind = STEP_HANDOFF) -> Step:
     span_id, parent, start_ns, end_ns = step_fields
     call = ToolCall(tool=source + AGENT_ARROW + target, arguments=arguments, result=result,
                     result_captured=result_captured, start=start_ns * _NS if start_ns else None,
                     end=end_ns * _NS if end_ns else None)
     return Step(span_id=span_id, parent_span_id=parent, start_ns=start_ns, end_ns=end_ns, call=call,
-                agent=source, kind=STEP_HANDOFF)
+                agent=source, kind=kind)
 
 
 def handoff_of_span(attrs: Mapping[str, Any], span_name: str, span_id: int, parent_span_id: int | None,
@@ -127,8 +137,10 @@ def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
     tool = call.tool
     if not is_handoff_tool(tool, span_name):
         return None
-    if step.agent is None and agent_name is not None:
-        step = msgspec.structs.replace(step, agent=agent_name(attrs, name=span_name))
+    if step.agent is None:
+        # The tool convention's agent, else the GenAI one (ADK's OpenInference tool spans carry gen_ai.agent.name).
+        agent = agent_name(attrs, name=span_name) if agent_name is not None else None
+        step = msgspec.structs.replace(step, agent=agent or attrs.get(n.GEN_AI_AGENT_NAME))
     fields = (step.span_id, step.parent_span_id, step.start_ns, step.end_ns)
     if span_name.startswith(n.OI_HANDOFF_SPAN_PREFIX):
         target = attrs.get(n.OI_OUTPUT_VALUE) or span_name[len(n.OI_HANDOFF_SPAN_PREFIX):]
@@ -150,11 +162,124 @@ def handoff_of_tool(step: Step, attrs: Mapping[str, Any], span_name: str,
     return None
 
 
+# -- sub-agent invocations --------------------------------------------------------------------------------------------
+
+def subagent_step(attrs: Mapping[str, Any], span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int,
+                  parent_agent: str | None, agent: str | None) -> Step | None:
+    """The sub-agent step of an agent span whose parent span is the agent span of ``parent_agent``, else None.
+
+    Signature: (parent agent, sub-agent, digest of the normalised input); evidence: the digest of the output's text
+    (missing when no output was recorded). None when neither was recorded (content capture off: a graph running its
+    agent node again is no sign of a loop), and for a span that carries a model call (OpenInference kind ``LLM``):
+    a model span named like an agent span.
+    """
+    if attrs.get(n.OPENINFERENCE_SPAN_KIND) == n.OI_KIND_LLM:
+        return None
+    given = _io_digest(attrs.get(n.OI_INPUT_VALUE, attrs.get(n.GEN_AI_INPUT_MESSAGES)))
+    output = _io_digest(attrs.get(n.OI_OUTPUT_VALUE, attrs.get(n.GEN_AI_OUTPUT_MESSAGES)))
+    if given is None and output is None:
+        return None  # content not recorded: that an agent ran under another is no sign of a loop
+    return _handoff((span_id, parent_span_id, start_ns, end_ns), _agent(parent_agent), _agent(agent), given, output,
+                    output is not None, STEP_AGENT)
+
+
+def _io_digest(value: Any) -> str | None:
+    """The digest of an agent's input or output: its text (the ``text``/``content`` strings of a JSON value, such as
+    ADK's ``{"content": {"parts": [{"text": ...}]}, "usage_metadata": ...}``), else the value without volatile
+    ids; None when nothing was recorded (or a placeholder such as OpenInference's ``__REDACTED__``). Token counts
+    and ids that change on every call never reach it."""
+    if value is None or (value.__class__ is str and value in _PLACEHOLDERS):
+        return None
+    decoded = _decoded(value)
+    texts: list[str] = []
+    _texts(decoded, texts, 0)
+    if texts:
+        return text_digest("\n".join(texts))
+    if isinstance(decoded, str):
+        return text_digest(decoded)
+    return text_digest(_canonical(decoded))
+
+
+# Placeholders meaning "not recorded" in any attribute (the defaults of ``redacted_values``).
+_PLACEHOLDERS = frozenset(p.value for p in DEFAULT_REDACTED_VALUES if not p.attributes)
+_TEXT_KEYS = frozenset({"text", "content"})
+_MAX_DEPTH = 16
+
+
+def _texts(value: Any, out: list[str], depth: int) -> None:
+    """Append the string values of ``text``/``content`` keys found in ``value``, depth first (bounded depth)."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _TEXT_KEYS and isinstance(item, str) and item:
+                out.append(item)
+            else:
+                _texts(item, out, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _texts(item, out, depth + 1)
+
+
+class SubAgents:
+    """The agent spans of one trace, by span id, and the sub-agent steps waiting for their parent's span.
+
+    A reader that gets spans in any order (``audit``, ``serve``) gives every agent span to :meth:`agent`; a child
+    usually ends, and so comes, before its parent. At most :data:`MAX_AGENT_SPANS` agent spans and as many waiting
+    steps are kept per trace (more are not read as sub-agent steps).
+    """
+
+    __slots__ = ("names", "waiting", "waiting_steps")
+
+    def __init__(self) -> None:
+        self.names: dict[int, str | None] = {}
+        self.waiting: dict[int, list[Step]] = {}
+        self.waiting_steps = 0
+
+    def agent(self, attrs: Mapping[str, Any], span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int,
+              name: str | None) -> list[Step]:
+        """Note one agent span; returns the sub-agent steps it completes: its own when its parent agent span is
+        known, and those of its children that waited for it."""
+        names = self.names
+        if span_id in names or len(names) >= MAX_AGENT_SPANS:
+            return []
+        names[span_id] = name
+        done = self.waiting.pop(span_id, [])
+        self.waiting_steps -= len(done)
+        out = [_with_source(step, name) for step in done]
+        if parent_span_id is None:
+            return out
+        step = subagent_step(attrs, span_id, parent_span_id, start_ns, end_ns, None, name)
+        if step is None:
+            return out
+        if parent_span_id in names:
+            out.append(_with_source(step, names[parent_span_id]))
+        elif self.waiting_steps < MAX_AGENT_SPANS:
+            self.waiting.setdefault(parent_span_id, []).append(step)
+            self.waiting_steps += 1
+        return out
+
+
+#: Agent spans (and waiting sub-agent steps) :class:`SubAgents` keeps per trace, at most.
+MAX_AGENT_SPANS = 4096
+
+
+def _with_source(step: Step, source: str | None) -> Step:
+    """``step`` (read without its parent agent) as a step of ``source``."""
+    call = step.call
+    if call is None:
+        return step
+    agent = _agent(source)
+    target = call.tool.split(AGENT_ARROW, 1)[1]
+    return msgspec.structs.replace(step, agent=agent,
+                                   call=msgspec.structs.replace(call, tool=agent + AGENT_ARROW + target))
+
+
 def _decoded(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than msgspec decodes
             return value
     return value
 
@@ -240,7 +365,7 @@ def _response_items(value: Any) -> list[Any] | None:
         return None
     try:
         decoded = msgspec.json.decode(value)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if isinstance(decoded, list) and decoded:
         decoded = decoded[0]
@@ -275,10 +400,18 @@ def _news(attrs: Mapping[str, Any]) -> str | None:
             attrs, n.GEN_AI_PROMPT_PREFIX, "")
         if not messages:
             return None
-    rows = [(_role(m), msgspec.json.encode(_stable(m), order="sorted").decode())
-            for m in messages if isinstance(m, dict)]
+    rows = [(_role(m), _canonical(m)) for m in messages if isinstance(m, dict)]
     last = max((i for i, (role, _) in enumerate(rows) if role in ("assistant", "model")), default=-1)
     return text_digest("\n".join(f"{role}: {content}" for role, content in rows[last + 1:]))
+
+
+def _canonical(value: Any) -> str:
+    """``value`` (decoded JSON) as compact JSON with sorted keys, without volatile ids (:func:`_stable`); a value
+    nested too deep for that is taken as its ``repr``, whole."""
+    try:
+        return msgspec.json.encode(_stable(value), order="sorted").decode()
+    except RecursionError:
+        return repr(value)
 
 
 def _stable(value: Any) -> Any:
@@ -307,7 +440,7 @@ def _json_list(value: Any) -> list[Any] | None:
     if isinstance(value, str):
         try:
             value = msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than msgspec decodes
             return None
     return value if isinstance(value, list) else None
 

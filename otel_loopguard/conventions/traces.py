@@ -30,9 +30,9 @@ from ..core.config import LoopGuardConfig
 from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from ..core.model import STEP_HANDOFF, ToolCall
+from ..core.model import STEP_AGENT, STEP_HANDOFF, ToolCall
 from ..core.outcome import TaskOutcome, outcome_of
-from .agent_steps import handoff_of_tool, lane_step_of_span, model_step
+from .agent_steps import SubAgents, handoff_of_tool, lane_step_of_span, model_step
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
 from .model_calls import Turn, TurnJudge, refused
 from .nesting import CONVENTION_NESTING, tool_origin
@@ -48,6 +48,8 @@ DEFAULT_BUFFER_BYTES = 1 << 30
 TRACE_OVERHEAD_BYTES = 4096
 # Ids of traces released early that are remembered, so their later spans are reported as partial too.
 _MAX_RELEASED_IDS = 1 << 17
+# Kinds of step between agents: once a trace has one, model calls that asked for tools are news for the next.
+_AGENT_KINDS = (STEP_HANDOFF, STEP_AGENT)
 # Sources (file names) named on one report at most.
 _MAX_SOURCES = 4
 
@@ -164,7 +166,7 @@ class _Held:
     """One trace held until the input ends."""
 
     __slots__ = ("best", "failed", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "refused", "results",
-                 "root", "sources", "tools", "turn_calls", "turn_ids", "turns", "unread", "versions")
+                 "root", "sources", "subagents", "tools", "turn_calls", "turn_ids", "turns", "unread", "versions")
 
     def __init__(self, order: int, partial: bool) -> None:
         self.order = order
@@ -178,6 +180,8 @@ class _Held:
         # Hand-off steps were held; the news of model calls that asked for tools, given to the judge only then.
         self.handoffs = False
         self.news: list[Step] = []
+        # The trace's agent spans, made at the first (sub-agent steps: an agent span under another's).
+        self.subagents: SubAgents | None = None
         self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
@@ -308,6 +312,11 @@ class TraceCollector:
         elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
             held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
             held.unread.model(attrs)
+            if held.subagents is None:
+                held.subagents = SubAgents()
+            for step in held.subagents.agent(attrs, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
+                                             self._reader.extractor.agent_name(attrs, name=span.name)):
+                self._add_lane_step(held, step)
         else:  # a hand-off or model call no tool or model convention reads (Logfire's)
             if role is None:
                 held.unread.other(attrs, span.span_id)
@@ -365,7 +374,7 @@ class TraceCollector:
         if step.call is not None and step.call.tool == NEWS_ONLY and not held.handoffs:
             held.news.append(step)
             return
-        if step.kind == STEP_HANDOFF and not held.handoffs:
+        if step.kind in _AGENT_KINDS and not held.handoffs:
             held.handoffs = True
             for news in held.news:
                 self._add_lane_step(held, news)

@@ -104,7 +104,7 @@ class Lanes:
         self._states: dict[str, tuple[LoopEngine, TraceState]] = {}
         #: The lane state of the step judged last (None after a tool call).
         self.latest: TraceState | None = None
-        # What the trace did since the last hand-off or sub-agent step: the evidence of the next one that carries
+        # What the trace did since the last hand-off: the evidence of the next one that carries
         # none of its own.
         self._news = hashlib.blake2b(digest_size=16)
 
@@ -142,8 +142,9 @@ class Lanes:
             self.note(call)
             if call.tool == NEWS_ONLY:
                 return None
-        elif not call.result_captured:
-            # A hand-off carrying no state: its evidence is what the agents did since the last one.
+        elif kind == STEP_HANDOFF and not call.result_captured:
+            # A hand-off carrying no state: its evidence is what the agents did since the last one. (A sub-agent
+            # step's evidence is its output: without one it has none.)
             call = ToolCall(tool=call.tool, arguments=call.arguments, arguments_captured=call.arguments_captured,
                             result="news " + self._news.hexdigest(), result_captured=True, start=call.start,
                             end=call.end)

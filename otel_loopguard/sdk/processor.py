@@ -25,6 +25,7 @@ from ..conventions.agent_steps import (
     is_handoff_tool,
     lane_step_of_span,
     model_step,
+    subagent_step,
 )
 from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog
 from ..conventions.extract import (
@@ -847,11 +848,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _agent_ended(self, span: ReadableSpan, attrs: Any) -> None:
         span_id = span.context.span_id
         end = span.end_time
-        slot = self._trace_slot(span.context.trace_id, end * 1e-9 if end else time.time())
+        now = end * 1e-9 if end else time.time()
+        slot = self._trace_slot(span.context.trace_id, now)
         with slot.lock:
             record = slot.state
             record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, span_id)
             record.unread_now().model(attrs)
+            step = self._subagent_step(record, span, attrs)
             agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
                 if agents[i].span_id == span_id:
@@ -866,7 +869,34 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if _failed(span):
                 record.failed = True
             record.agent_name = agent.name or record.agent_name
+            key = record.key
         self._emitter.agent_finished(agent.name, agent.tool_calls)
+        if step is not None:
+            self._judge_steps(span.context.trace_id, slot, key, attrs, now, [step], None, ctx=span.context,
+                              label=step.agent, span_name=span.name)
+
+    def _subagent_step(self, record: _Trace, span: ReadableSpan, attrs: Any) -> Step | None:
+        """The sub-agent step of an agent span whose parent span is an open agent span of the trace (one known from
+        its start, or one that started bare, named like one or the local root, and carries an agent convention's
+        attributes now), else None (caller holds the record's lock)."""
+        parent = span.parent
+        if parent is None or parent.is_remote:
+            return None
+        parent_id = parent.span_id
+        opened = next((a for a in record.agents if a.span_id == parent_id), None)
+        if opened is not None:
+            source = opened.name or _agent_of(self._extractor, opened.span())
+        else:
+            # Spans that started bare: named like agent spans, or the trace's local root.
+            trace_id = span.context.trace_id
+            root = self._roots.refs.get(trace_id)
+            bare = [*self._late_agents.refs.get(trace_id, ()), *((root,) if root is not None else ())]
+            source = next((_agent_of(self._extractor, s) for ref in bare
+                           if (s := ref()) is not None and s.get_span_context().span_id == parent_id), None)
+            if source is None:  # the parent is no agent span (or not one known here)
+                return None
+        return subagent_step(attrs, span.context.span_id, parent_id, span.start_time or 0, span.end_time or 0, source,
+                             self._extractor.agent_name(attrs, name=span.name))
 
     def _root_ended(self, trace_id: int, root: ReadableSpan | None = None) -> None:
         self._roots.pop(trace_id, None)

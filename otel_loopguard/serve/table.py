@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from ..conventions.agent_steps import ORIGIN_LANE_SPAN, handoff_of_tool, is_handoff_tool, lane_step_of_span, model_step
+from ..conventions.agent_steps import (
+    ORIGIN_LANE_SPAN,
+    SubAgents,
+    handoff_of_tool,
+    is_handoff_tool,
+    lane_step_of_span,
+    model_step,
+)
 from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
@@ -196,8 +203,27 @@ class _Trace(TraceRecord):
     """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
     table's lifecycle and its senders."""
 
-    __slots__ = ("agent_ids", "agents", "changed", "context", "judge", "kept", "key", "last_seen", "last_step", "lock",
-                 "max_end_ns", "peers", "root", "status", "tenant", "trace_id", "tracked", "versions")
+    __slots__ = (
+        "agent_ids",
+        "agents",
+        "changed",
+        "context",
+        "judge",
+        "kept",
+        "key",
+        "last_seen",
+        "last_step",
+        "lock",
+        "max_end_ns",
+        "peers",
+        "root",
+        "status",
+        "subagents",
+        "tenant",
+        "trace_id",
+        "tracked",
+        "versions",
+    )
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
         super().__init__()
@@ -218,6 +244,8 @@ class _Trace(TraceRecord):
         self.changed = True
         # Agent span ids received (each counted once).
         self.agent_ids: set[int] | None = None
+        # The agent spans' names and the sub-agent steps waiting for their parent's span (made at the first).
+        self.subagents: SubAgents | None = None
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
@@ -463,7 +491,7 @@ class TraceTable:
                                                        for step, _ in batch.steps):
             news |= self._tools_seen(trace)
         if batch.agents:
-            news |= self._note_agents(trace, batch.agents)
+            news |= self._note_agents(trace, batch)
         for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
             trace.unread_now().other(span.attributes, span.span_id)
         if batch.roots or batch.models:
@@ -498,8 +526,13 @@ class TraceTable:
             return True
         return False
 
-    def _note_agents(self, trace: _Trace, spans: list[SpanRecord]) -> bool:
-        """Remember the batch's agent spans not seen before (each once); returns whether there was one."""
+    def _note_agents(self, trace: _Trace, batch: _Batch) -> bool:
+        """Remember the batch's agent spans not seen before (each once), adding the sub-agent steps they complete to
+        the batch's steps; returns whether there was one."""
+        spans = batch.agents
+        subagents = trace.subagents
+        if subagents is None:
+            subagents = trace.subagents = SubAgents()
         ids = trace.agent_ids
         if ids is None:
             ids = trace.agent_ids = set()
@@ -515,9 +548,11 @@ class TraceTable:
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
             if ended_in_error(span.status_error, (e[0] for e in span.events)):
                 trace.failed = True
+            name = extractor.agent_name(span.attributes, name=span.name)
             if len(agents) < _MAX_AGENTS:
-                agents.append(AgentSpan(span.span_id, extractor.agent_name(span.attributes, name=span.name),
-                                        start_ns=span.start_ns, end_ns=span.end_ns))
+                agents.append(AgentSpan(span.span_id, name, start_ns=span.start_ns, end_ns=span.end_ns))
+            batch.steps.extend((step, span) for step in subagents.agent(
+                span.attributes, span.span_id, span.parent_span_id, span.start_ns, span.end_ns, name))
             news = True
         return news
 

@@ -6,9 +6,10 @@ Three real SDK ``TracerProvider``\\s, measured side by side in one run, interlea
 rotates every round (the workloads and span shapes of ``processor.py``):
 
 * ``base``: a ``BatchSpanProcessor`` whose exporter drops every batch;
-* ``before``: the same plus ``LoopGuardSpanProcessor`` with the hand-off and model-turn readers switched off (the
-  processor module's ``is_handoff_tool``, ``model_step`` and ``lane_step_of_span`` replaced by answers of "no"
-  while this variant's chunk runs and drains): the processor as it was, same run, same process;
+* ``before``: the same plus ``LoopGuardSpanProcessor`` with the hand-off, sub-agent and model-turn readers switched
+  off (the processor module's ``is_handoff_tool``, ``model_step``, ``lane_step_of_span`` and ``subagent_step``
+  replaced by answers of "no" while this variant's chunk runs and drains): the processor as it was, same run,
+  same process;
 * ``after``: the same processor with the readers on.
 
 Each chunk is timed as whole-process CPU (``time.process_time_ns``, every thread) around its spans and the variant's
@@ -79,11 +80,12 @@ def _run_tool_model(variant: Any, chunk: int, counter: Any) -> tuple[int, int]:
 
 
 WORKLOADS: dict[str, Callable[[Any, int, Any], tuple[int, int]]] = {**bench.WORKLOADS, "tool+model": _run_tool_model}
-_READERS = ("is_handoff_tool", "model_step", "lane_step_of_span")
+_READERS = ("is_handoff_tool", "model_step", "lane_step_of_span", "subagent_step")
 _OFF: dict[str, Any] = {
     "is_handoff_tool": lambda tool, name: False,
     "model_step": lambda *args, **kwargs: None,
     "lane_step_of_span": lambda *args, **kwargs: None,
+    "subagent_step": lambda *args, **kwargs: None,
 }
 
 

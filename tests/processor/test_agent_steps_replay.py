@@ -30,8 +30,8 @@ def test_replay_judges_each_kind_of_step(path: Path, want: Expected, harness: Ha
     assert (final.kind, final.rule) == (want.verdict, want.rule)
     if want.verdict == "stuck":  # (an uncertain verdict keeps its repetition's period; reports show none)
         assert (final.period, final.step_kind) == (want.period, want.step_kind)
-    if want.step_kind == "handoff":
-        # The live path knows the agents from the hand-off spans themselves.
+    if want.step_kind in ("handoff", "agent"):
+        # The live path knows the agents from the hand-off spans and the open agent spans themselves.
         assert final.agents == want.agents
     if want.chunk is not None:
         assert (final.chunk_length, final.repetitions) == want.chunk

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.support.agent_step_fixtures import AGENT_FIXTURES, Expected, cases
+from tests.support.agent_step_fixtures import ADK, AGENT_FIXTURES, Expected, cases
 
 from ._support import Harness, as_reference, audit_reports, post
 
@@ -66,3 +68,37 @@ def test_autogen_native_turns_are_noted_not_judged() -> None:
     assert notes == [("agent_turns_without_content", 1)] * 8
     assert {r["verdict"] for r in reports} == {"working"}
     assert h.events == []
+
+
+def _split(document: dict, first: set[str]) -> tuple[bytes, bytes]:
+    """An OTLP/JSON request as two: the spans named in ``first`` (by span id), then the others."""
+    parts = []
+    for keep in (lambda s: s["spanId"] in first, lambda s: s["spanId"] not in first):
+        part = copy.deepcopy(document)
+        for resource in part["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                scope["spans"] = [s for s in scope["spans"] if keep(s)]
+        parts.append(json.dumps(part).encode())
+    return parts[0], parts[1]
+
+
+def test_subagents_posted_before_their_parent_wait_for_it() -> None:
+    """ADK's loop: the writer's and critic's spans sent in one request, the loop agent's span (their parent) in a
+    later one; the sub-agent steps are judged once the parent arrives, and the report equals audit's."""
+    path = AGENT_FIXTURES / "adk_openinference__loop_repeat.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    spans = [s for r in document["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
+    children = {s["spanId"] for s in spans if s["name"] in ("agent_run [writer_agent]", "agent_run [critic_agent]")}
+    assert len(children) == 8
+    first, second = _split(document, children)
+    with Harness() as h:
+        for body in (first, second):
+            status, _, _ = post(h.server.http_port, body, "application/json")
+            assert status == 200
+        h.server.finish_all()
+        [report] = as_reference(h.reports).values()
+    audited = next(iter(audit_reports([path]).values()))
+    assert report == audited
+    want = ADK["loop_repeat"]
+    assert (report["verdict"], report["period"], report["step_kind"]) == (want.verdict, want.period, "agent")
+    assert tuple(report["agents"]) == want.agents

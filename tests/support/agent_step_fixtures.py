@@ -34,6 +34,24 @@ Derived from the scripts in ``tests/fixtures/generate/agent_handoff_runs.py`` an
   (0-5) and 6 (1-6) each compare a first turn with a later one (different news): working; the suffix 2-7 repeats its
   answers and news: stuck at turn 7, period 2.
 * ``group_healthy``: each answer names how many messages the agent was given, so no answer repeats: working.
+* ``transfer_cycle`` (Google ADK, ``adk_multi_agent_runs.py``, OpenInference): eight ``transfer_to_agent`` calls,
+  triage → billing → triage ..., nothing done in between and no model span recorded (this ADK and instrumentation
+  record none), so every hand-off's evidence is the same empty news; the fresh ``adk-<uuid>`` in each transfer's
+  output is never evidence. triage → billing is at 0, 2 and 4: stuck at index 4 by frequency (the period rule needs
+  three cycles, six steps), the period rule at 5. Final: stuck, period 2, agents triage_agent, billing_agent.
+* ``transfer_healthy``: as many transfers, each agent calling ``lookup_invoice`` for a new invoice first: the
+  news between hand-offs differs every time; eight tool calls, all different: working.
+* ``loop_repeat``: a ``LoopAgent`` ``review_loop`` runs ``writer_agent`` then ``critic_agent`` four times; their
+  agent spans are children of review_loop's, so eight sub-agent steps review_loop → writer, review_loop → critic,
+  no input recorded, each output the same text every round: as for the transfer cycle, stuck at index 4 (frequency),
+  period 2 at 5, agents review_loop, writer_agent, critic_agent.
+* ``loop_healthy``: the same loop, every output new: working.
+* ``redelegation_cycle`` (CrewAI hierarchical crew, ``crewai_delegation_runs.py``, OpenInference): the manager
+  delegates eight times, alternating Researcher and Writer, with the same task and context; each coworker answers
+  the same text every time, and the answer is the delegation's evidence. The ``Delegate work to coworker`` spans
+  name no calling agent: ``(unknown agent) → Researcher`` at 0, 2 and 4 with the same evidence: stuck at index 4
+  (frequency), period 2 at 5; no tool call.
+* ``delegation_healthy``: eight delegations, each for another section (a new task): working.
 * ``degenerate_output``: one streamed answer "Let me check the invoice. " + 40 x "I will look up the invoice
   again. " (34 characters): stuck at index 0, rule output_repetition, chunk 34 characters, count 40.
 """
@@ -91,6 +109,23 @@ AUTOGEN = {
 _LOGFIRE_CALLS = {"handoff_ping_pong": 8, "handoff_healthy": 16}
 
 
+ADK = {
+    "transfer_cycle": Expected("stuck", "period", 2, "handoff", ("triage_agent", "billing_agent"), 4,
+                               transitions=((4, "stuck", "handoff"),)),
+    "transfer_healthy": Expected("working", "none", None, None, tool_calls=8, transitions=()),
+    "loop_repeat": Expected("stuck", "period", 2, "agent", ("review_loop", "writer_agent", "critic_agent"), 4,
+                            transitions=((4, "stuck", "agent"),)),
+    "loop_healthy": Expected("working", "none", None, None, transitions=()),
+}
+
+
+CREWAI = {
+    "redelegation_cycle": Expected("stuck", "period", 2, "handoff", ("(unknown agent)", "Researcher", "Writer"), 4,
+                                   transitions=((4, "stuck", "handoff"),)),
+    "delegation_healthy": Expected("working", "none", None, None, transitions=()),
+}
+
+
 def _under_logfire(scenario: str, want: Expected) -> Expected:
     calls = _LOGFIRE_CALLS.get(scenario)
     if calls is None:
@@ -113,4 +148,8 @@ def cases() -> list[tuple[Path, Expected]]:
         out.append((AGENT_FIXTURES / f"langgraph_supervisor_openinference__{scenario}.json", want))
     for scenario, want in AUTOGEN.items():
         out.append((AGENT_FIXTURES / f"autogen_group_openinference__{scenario}.json", want))
+    for scenario, want in ADK.items():
+        out.append((AGENT_FIXTURES / f"adk_openinference__{scenario}.json", want))
+    for scenario, want in CREWAI.items():
+        out.append((AGENT_FIXTURES / f"crewai_openinference__{scenario}.json", want))
     return out
