@@ -169,8 +169,8 @@ def _values(span: dict[str, Any]) -> dict[str, Any]:
 
 def _turns(spans: list[dict[str, Any]], attrs: dict[str, dict[str, Any]]) -> int:
     """Model calls with token usage, each once (docs/operating-agents.md): a span reporting usage around another
-    one (an SDK's call around the HTTP client's, ADK's ``call_llm`` around ``generate_content``) is that call
-    again, and so is a second span with the same ``gen_ai.response.id``."""
+    one (the Vercel AI SDK's ``ai.generateText`` around each ``ai.generateText.doGenerate``, with their sum) is
+    not a call of its own, and a second span with the same ``gen_ai.response.id`` is the same call."""
     parent = {s["spanId"]: s.get("parentSpanId") for s in spans}
     usage = {s["spanId"] for s in spans if any(k in attrs[s["spanId"]] for k in _USAGE)}
     around = set()
