@@ -5,8 +5,10 @@ against those checked reports, the documented output formats (``docs/audit.md``)
 
 * the text forms (``mixed readable``, ``all fixtures jsonl readable``) say, trace by trace, what the checked JSON
   reports say, in the words ``docs/audit.md`` documents;
-* the ``report`` aggregates (``mixed report``, ``all fixtures report``) are sums over the checked reports, grouped by
-  the ``service.name`` read straight from the input files, with the failed calls counted by hand;
+* the ``report`` aggregates (``mixed report``, ``all fixtures report``, ``benchmark slice report``) are sums,
+  shares, medians and 90th percentiles over the checked reports, grouped by the ``service.name`` read straight from
+  the input files, with the failed calls counted by hand and each task's outcome and turns read from its raw spans
+  by the rule docs/operating-agents.md documents (the quantiles: the standard library's, the documented definition);
 * ``all fixtures at`` judges the same spans later: only a lease compares a deadline with the observation time
   (decision order, rule 1), and no recorded fixture declares one, so its reports are those of ``all fixtures jsonl``;
 * ``benchmark slice`` is worked out from the benchmark generator's design (every tenth trace loops on one call);
@@ -16,6 +18,7 @@ against those checked reports, the documented output formats (``docs/audit.md``)
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -122,15 +125,16 @@ def check_readable(name: str, text: dict[str, Any], json_form: dict[str, Any], s
 
 # --- the `report` aggregates ---------------------------------------------------------------------------------------
 
-def _trace_services(doc: dict[str, Any]) -> dict[str, str]:
-    """Trace id (lower case) -> the ``service.name`` of the resource its spans came under, read from the input."""
-    out = {}
+def _trace_spans(doc: dict[str, Any]) -> dict[str, tuple[str | None, list[dict[str, Any]]]]:
+    """Trace id (lower case) -> the ``service.name`` of the resource its spans came under, and its spans, read from
+    the input."""
+    out: dict[str, tuple[str | None, list[dict[str, Any]]]] = {}
     for rs in doc.get("resourceSpans", []):
         attrs = rs.get("resource", {}).get("attributes", [])
         name = next((a["value"]["stringValue"] for a in attrs if a["key"] == "service.name"), None)
         for ss in rs.get("scopeSpans", []):
             for span in ss.get("spans", []):
-                out[span["traceId"].lower()] = name
+                out.setdefault(span["traceId"].lower(), (name, []))[1].append(span)
     return out
 
 
@@ -148,53 +152,136 @@ def failed_calls(scenario: str, text: str) -> int:
     return 2 if status or _LLAMAINDEX_FAILED in text else 0
 
 
-def _add(row: dict[str, float], report: dict[str, Any], failed: int) -> None:
+# A model call's token usage, in each convention the recorded sources write it (GenAI, OpenInference, OpenLLMetry,
+# the Vercel AI SDK); an agent span in each (GenAI ``invoke_agent``, OpenInference ``AGENT``, OpenLLMetry ``agent``).
+_USAGE = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
+          "gen_ai.usage.completion_tokens", "llm.token_count.prompt", "llm.token_count.completion",
+          "llm.usage.prompt_tokens", "llm.usage.completion_tokens", "ai.usage.promptTokens",
+          "ai.usage.completionTokens", "ai.usage.inputTokens", "ai.usage.outputTokens")
+_AGENT = {("gen_ai.operation.name", "invoke_agent"), ("openinference.span.kind", "AGENT"),
+          ("traceloop.span.kind", "agent")}
+_REFUSAL = ("gen_ai.response.finish_reasons", "llm.finish_reason")
+
+
+def _values(span: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values()), None) for a in span.get("attributes", [])}
+
+
+def _turns(spans: list[dict[str, Any]], attrs: dict[str, dict[str, Any]]) -> int:
+    """Model calls with token usage, each once (docs/operating-agents.md): a span reporting usage around another
+    one (the Vercel AI SDK's ``ai.generateText`` around each ``ai.generateText.doGenerate``, with their sum) is
+    not a call of its own, and a second span with the same ``gen_ai.response.id`` is the same call."""
+    parent = {s["spanId"]: s.get("parentSpanId") for s in spans}
+    usage = {s["spanId"] for s in spans if any(k in attrs[s["spanId"]] for k in _USAGE)}
+    around = set()
+    for span_id in usage:
+        up = parent.get(span_id)
+        while up:
+            around.add(up)
+            up = parent.get(up)
+    responses = [attrs[span_id].get("gen_ai.response.id") for span_id in usage - around]
+    return sum(r is None for r in responses) + len({r for r in responses if r is not None})
+
+
+def task_facts(spans: list[dict[str, Any]]) -> tuple[bool, bool, int]:
+    """(ended in error, refused, turns) of one trace read from its raw spans, by the documented rule
+    (docs/operating-agents.md, task outcomes): an agent span or the root span with status ERROR or an
+    ``exception`` event; a finish reason ``content_filter`` or ``refusal``; model calls with usage, each once."""
+    attrs = {s["spanId"]: _values(s) for s in spans}
+    error = refused = False
+    for span in spans:
+        a = attrs[span["spanId"]]
+        if not span.get("parentSpanId") or any(a.get(key) == kind for key, kind in _AGENT):
+            error |= span.get("status", {}).get("code") in (2, "STATUS_CODE_ERROR")
+            error |= any(e.get("name") == "exception" for e in span.get("events", []))
+        refused |= any(word in str(a.get(key)) for key in _REFUSAL for word in ("content_filter", "refusal"))
+    return error, refused, _turns(spans, attrs)
+
+
+def _new_row() -> dict[str, Any]:
+    return {"traces": 0, "tool_calls": 0, "stuck": 0, "nudged": 0, "failed_calls": 0, "success": 0, "error": 0,
+            "refused": 0, "stopped": 0, "calls": [], "turns": [], "loops": []}
+
+
+def _add(row: dict[str, Any], report: dict[str, Any], failed: int, facts: tuple[bool, bool, int]) -> None:
+    """Count one checked report; its outcome (docs/operating-agents.md, first that holds): stopped by loopguard,
+    error, refused, success."""
+    error, refused, turns = facts
+    stopped = any(i["action"] == "stop" for i in report["interventions"])
+    loops = sum(t["to"] == "stuck" for t in report["transitions"])
     row["traces"] += 1
     row["tool_calls"] += report["steps_used"]
-    row["stuck"] += any(t["to"] == "stuck" for t in report["transitions"])
+    row["stuck"] += loops > 0
     row["nudged"] += any(i["action"] == "nudge" for i in report["interventions"])
-    row["stopped"] += any(i["action"] == "stop" for i in report["interventions"])
     row["failed_calls"] += failed
+    row["stopped" if stopped else "error" if error else "refused" if refused else "success"] += 1
+    row["calls"].append(report["steps_used"])
+    row["turns"].append(turns)
+    row["loops"].append(loops)
 
 
-def _rows(attribute: str, groups: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
-    """One object per group, as docs/audit.md describes ``report --json`` (shares rounded to 6 places)."""
+def _p50_p90(values: list[int]) -> tuple[float, float]:
+    """Median and 90th percentile interpolated between order statistics (numpy's default, docs/operating-agents.md):
+    the standard library's inclusive quantiles."""
+    if len(values) == 1:
+        return float(values[0]), float(values[0])
+    return statistics.median(values), statistics.quantiles(values, n=10, method="inclusive")[8]
+
+
+def _rows(attribute: str, groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One object per group, as docs/audit.md describes ``report --json`` (figures rounded to 6 places)."""
     out = []
     for group in sorted(groups):
         g = groups[group]
         n, calls = g["traces"], g["tool_calls"]
-        out.append({"attribute": attribute, "group": group, "traces": n, "tool_calls": calls,
-                    "tool_calls_per_trace": round(calls / n, 6), "stuck": g["stuck"],
-                    "stuck_share": round(g["stuck"] / n, 6), "nudged": g["nudged"],
-                    "nudged_share": round(g["nudged"] / n, 6), "stopped": g["stopped"],
-                    "stopped_share": round(g["stopped"] / n, 6), "failed_calls": g["failed_calls"],
-                    "error_rate": round(g["failed_calls"] / calls, 6) if calls else 0.0})
+        row = {"attribute": attribute, "group": group, "traces": n, "tool_calls": calls,
+               "tool_calls_per_trace": round(calls / n, 6), "failed_calls": g["failed_calls"],
+               "error_rate": round(g["failed_calls"] / calls, 6) if calls else 0.0,
+               "loop_verdicts_per_100": round(100 * sum(g["loops"]) / n, 6)}
+        for count in ("stuck", "nudged", "stopped"):
+            row[count], row[f"{count}_share"] = g[count], round(g[count] / n, 6)
+        for outcome in ("success", "error", "refused"):
+            row[f"{outcome}_share"] = round(g[outcome] / n, 6)
+        for name, values in (("turns", g["turns"]), ("tool_calls", g["calls"])):
+            row[f"{name}_median"], row[f"{name}_p90"] = (round(v, 6) for v in _p50_p90(values))
+        out.append(row)
     return out
 
 
 def fixtures_report(outputs: dict[str, Any], files: dict[str, Path]) -> list[dict[str, Any]]:
-    """``report --by service.name --json`` of all fixtures, from each fixture's checked report."""
-    groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(int))
+    """``report --by service.name --json`` of all fixtures, from each fixture's checked report and its raw spans."""
+    groups: dict[str, dict[str, Any]] = defaultdict(_new_row)
     for name, output in outputs.items():
         if not name.startswith("fixture "):
             continue
         path = files[name.removeprefix("fixture ")]
         text = path.read_text()
-        services = _trace_services(json.loads(text))
+        traces = _trace_spans(json.loads(text))
         scenario = path.stem.partition("__")[2]
         for report in _reports(output["stdout"]):
-            _add(groups[services[report["trace_id"]]], report, failed_calls(scenario, text))
+            service, spans = traces[report["trace_id"]]
+            _add(groups[str(service)], report, failed_calls(scenario, text), task_facts(spans))
     return _rows("service.name", groups)
 
 
-# `report --by service.name` of the mixed input, worked out from tests/cli/test_golden_by_hand.py's MIXED: trace 0af7
-# (service "mixed", the only request with a resource): 8 calls, stuck at call 3, nudged, stopped, one failed call of
-# 8 (12.5%); traces 1af7, 2af7, 3af7 (no service.name: "(none)", listed last): 9 + 0 + 4 = 13 calls, 4.33 per
-# trace; 1af7 and 3af7 were stuck, nudged and stopped (2 of 3, 66.7%); the four failed grep calls of 13 (30.8%).
+# `report --by service.name` of the mixed input, worked out from tests/cli/test_golden_by_hand.py's MIXED and the
+# input (tests/cli/test_audit_equivalence.py, _mixed_lines). Trace 0af7 (service "mixed", the only request with a
+# resource): 1 task, stopped at call 6 (the outcome: stopped, whatever else), so success, error and refused 0.0%,
+# stopped 100.0%; stuck and nudged 100.0%; one failed call of 8 (12.5%); one chat span with token usage (1200 in,
+# 30 out): 1 turn, p50 = p90 = 1.0; 8 calls: 8.0 and 8.0; two changes to stuck (calls 3 and 6): 200.0 per 100.
+# Traces 1af7, 2af7, 3af7 (no service.name: "(none)", listed last): 1af7 (stopped at call 9) and 3af7 (stopped at
+# call 4; its root "invoke_agent a" has status OK) are stopped, 2af7 (one GET span, no error status) is a success:
+# success 1 of 3 (33.3%), error and refused 0.0%, stopped, stuck and nudged 2 of 3 (66.7%); the four failed grep
+# calls of 9 + 0 + 4 = 13 (30.8%); no model span: turns 0, 0, 0 (0.0, 0.0); calls sorted 0, 4, 9: median 4.0, p90
+# at position (3 - 1) * 0.9 = 1.8, 4 + 0.8 * (9 - 4) = 8.0; one change to stuck in 1af7 and one in 3af7: 2 per 3
+# tasks, 66.7 per 100. Columns right-aligned to the wider of header and cells, two spaces apart (docs/audit.md).
 MIXED_REPORT = (
-    "service.name  traces  calls/trace   stuck  nudged  stopped  tool errors\n"
-    "mixed              1         8.00  100.0%  100.0%   100.0%        12.5%\n"
-    "(none)             3         4.33   66.7%   66.7%    66.7%        30.8%\n"
+    "service.name  tasks  success  error  refused  stopped   stuck  nudged  tool errors  turns p50  turns p90"
+    "  calls p50  calls p90  loops/100\n"
+    "mixed             1     0.0%   0.0%     0.0%   100.0%  100.0%  100.0%        12.5%        1.0        1.0"
+    "        8.0        8.0      200.0\n"
+    "(none)            3    33.3%   0.0%     0.0%    66.7%   66.7%   66.7%        30.8%        0.0        0.0"
+    "        4.0        8.0       66.7\n"
 )
 
 
@@ -275,11 +362,11 @@ def check_benchmark(outputs: dict[str, Any], path: Path, nudge: str, after_nudge
         report.pop("source", None)
     if got != expected:
         problems.append("benchmark slice: not the reports derived from the generated traces")
-    groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(int))
+    groups: dict[str, dict[str, Any]] = defaultdict(_new_row)
     for spans, report in zip(traces, expected):
         failed = sum(s["status"].get("code") == 2 for s in spans)
         version = next(_attrs(s)["app.prompt.version"] for s in spans if "parentSpanId" not in s)
-        _add(groups[version], report, failed)
+        _add(groups[version], report, failed, task_facts(spans))
     if _reports(outputs["benchmark slice report"]["stdout"]) != _rows("app.prompt.version", groups):
         problems.append("benchmark slice report: not the sums of the derived reports")
     return problems

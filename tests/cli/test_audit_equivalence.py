@@ -302,27 +302,32 @@ def _swap(text: str, old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
-# One wrong detail per output that is derived rather than a checked JSON report (tests/cli/_golden_derived.py).
+# Wrong details per output that is derived rather than a checked JSON report (tests/cli/_golden_derived.py): at
+# least one each, and one of each kind of figure ``report`` derives (outcome share, quantile, loops per 100).
 TAMPERED = {
-    "mixed readable": ("call 6: retrying -> stuck", "call 7: retrying -> stuck"),
-    "all fixtures jsonl readable": ("nudged at call 3", "nudged at call 4"),
-    "mixed report": ("12.5%", "25.0%"),
-    "all fixtures report": ('"failed_calls": 24', '"failed_calls": 26'),
-    "all fixtures at": ('"verdict": "stuck"', '"verdict": "waiting"'),
-    "benchmark slice": ('"step": 13, "call": 14, "action": "stop"', '"step": 14, "call": 15, "action": "stop"'),
-    "benchmark slice report": ('"failed_calls": 30', '"failed_calls": 29'),
-    "bad lines": ("line 22, resourceSpans[0].scopeSpans[0].spans[7]", "line 22, resourceSpans[0].scopeSpans[0]"),
+    "mixed readable": [("call 6: retrying -> stuck", "call 7: retrying -> stuck")],
+    "all fixtures jsonl readable": [("nudged at call 3", "nudged at call 4")],
+    "mixed report": [("12.5%", "25.0%"), ("  200.0\n", "  100.0\n"), ("   33.3%", "   66.7%"),
+                     ("        4.0        8.0", "        4.0        9.0")],
+    "all fixtures report": [('"failed_calls": 24', '"failed_calls": 26'), ('"error_share": 0.020408', '"error_share": 0.0'),
+                            ('"turns_p90": 6.4', '"turns_p90": 6.0'), ('"tool_calls_median": 4.0', '"tool_calls_median": 4.5')],
+    "all fixtures at": [('"verdict": "stuck"', '"verdict": "waiting"')],
+    "benchmark slice": [('"step": 13, "call": 14, "action": "stop"', '"step": 14, "call": 15, "action": "stop"')],
+    "benchmark slice report": [('"failed_calls": 30', '"failed_calls": 29'), ('"turns_median": 5.0', '"turns_median": 6.0'),
+                               ('"success_share": 0.9', '"success_share": 1.0'),
+                               ('"loop_verdicts_per_100": 10.0', '"loop_verdicts_per_100": 20.0')],
+    "bad lines": [("line 22, resourceSpans[0].scopeSpans[0].spans[7]", "line 22, resourceSpans[0].scopeSpans[0]")],
 }
 
 
-@pytest.mark.parametrize("name", sorted(TAMPERED))
-def test_a_derived_output_that_disagrees_stops_the_regeneration(name: str) -> None:
+@pytest.mark.parametrize(("name", "old", "new"), [(name, old, new) for name, swaps in sorted(TAMPERED.items())
+                                                  for old, new in swaps])
+def test_a_derived_output_that_disagrees_stops_the_regeneration(name: str, old: str, new: str) -> None:
     """Each output derived from the checked reports, the inputs and the documented formats is checked: one wrong
-    call number, share, count, verdict or location in it is reported (by its name) and nothing else is."""
+    call number, share, count, quantile, verdict or location in it is reported (by its name) and nothing else is."""
     from tests.cli._golden_checks import check_outputs
 
     golden = json.loads(GOLDEN.read_text())
-    old, new = TAMPERED[name]
     field = "stderr" if name == "bad lines" else "stdout"
     golden[name][field] = _swap(golden[name][field], old, new)
     problems, _ = check_outputs(golden)
