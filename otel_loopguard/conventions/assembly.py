@@ -17,9 +17,11 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
-from ..core.judge import Step
+from ..core.judge import Step, TraceJudge
+from ..core.outcome import TaskOutcome, outcome_of
 from .model_calls import Turn, TurnJudge, refused
 from .unread import Unread, UnreadTrace
+from .versions import TraceVersions
 
 #: Tool-call end times kept per trace, at most.
 MAX_TOOL_ENDS = 4096
@@ -72,9 +74,10 @@ class TraceRecord:
         has_tools: the trace has a tool span: its calls are read from tool spans, none derived from model spans.
         failed: an agent or root span ended in error (the task's ``error`` outcome).
         refused: a model call was refused (the task's ``refused`` outcome).
+        versions: the versions its spans carry (conventions/versions.py), for its events and its task outcome.
     """
 
-    __slots__ = ("agents", "failed", "has_tools", "refused", "tool_ends", "turns", "unread")
+    __slots__ = ("agents", "failed", "has_tools", "refused", "tool_ends", "turns", "unread", "versions")
 
     def __init__(self) -> None:
         self.agents: list[AgentSpan] = []
@@ -84,6 +87,7 @@ class TraceRecord:
         self.has_tools = False
         self.failed = False
         self.refused = False
+        self.versions = TraceVersions()
 
     def unread_now(self) -> UnreadTrace:
         """The trace's unread-input record (made on first use)."""
@@ -155,6 +159,22 @@ class TraceRecord:
                 agent.told = True
                 out.append((agent.name, counts[i]))
         return tuple(out)
+
+    def outcome(self, judge: TraceJudge | None, agent: str | None, times: tuple[int, int] | None) -> TaskOutcome:
+        """How the trace's task ended so far: its judge's stop and figures (none without a judge), an error or a
+        refusal noted, ``agent`` (the adapter's choice), the duration of ``times`` (start, end in ns) and its
+        versions."""
+        return TaskOutcome(
+            outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=self.failed,
+                               refused=self.refused),
+            agent=agent,
+            turns=self.model_calls(),
+            tool_calls=judge.steps if judge is not None else 0,
+            tool_errors=judge.failed_calls if judge is not None else 0,
+            cost_usd=judge.known_cost if judge is not None else None,
+            duration_s=(times[1] - times[0]) * 1e-9 if times is not None and times[1] >= times[0] else None,
+            versions=dict(self.versions.values()),
+        )
 
     def model_read(self, attrs: Mapping[str, Any]) -> None:
         """Note a model span: a refused call, and its keys for the unread note."""

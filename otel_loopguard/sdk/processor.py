@@ -39,12 +39,11 @@ from ..conventions.nesting import CONVENTION_NESTING, tool_origin
 from ..conventions.span import ended_in_error
 from ..conventions.unread import Unread, message, structure_span
 from ..conventions.verdicts import LIVE, VerdictEvent, verdict_event
-from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
+from ..conventions.versions import VersionReader, Versions, version_keys
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge
 from ..core.model import NO_INTERVENTION, STEP_TOOL, Intervention, ReviewRequest, ToolCall, Verdict, trace_id_of
-from ..core.outcome import TaskOutcome, outcome_of
 from ..core.store import StateStore
 from ..errors import ConfigError
 from .emit import Emitter
@@ -157,7 +156,7 @@ class _Trace(TraceRecord):
     the conversation's record (keyed ``("conversation", id)``) and ``key`` points there.
     """
 
-    __slots__ = ("agent_name", "judge", "key", "root", "versions")
+    __slots__ = ("agent_name", "judge", "key", "root")
 
     def __init__(self) -> None:
         super().__init__()
@@ -166,8 +165,6 @@ class _Trace(TraceRecord):
         self.key: Hashable | None = None
         # The name of the agent span that ended last (the outermost one ends last), for the task outcome.
         self.agent_name: str | None = None
-        # The trace's versions (conventions/versions.py), for its verdict events and its task outcome.
-        self.versions = TraceVersions()
 
     def target(self) -> Span | None:
         """Where a span event goes: the innermost open agent span, else the trace's local root."""
@@ -939,19 +936,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _task_ended(self, record: _Trace, judge: TraceJudge | None, root: ReadableSpan | None) -> None:
         """Record the trace's task outcome and figures (its root span ended)."""
-        error = record.failed or (root is not None and _failed(root))
+        if root is not None and _failed(root):
+            record.failed = True
         start, end = (root.start_time, root.end_time) if root is not None else (None, None)
-        self._emitter.task_finished(TaskOutcome(
-            outcome=outcome_of(stopped=judge is not None and judge.stop is not None, error=error,
-                               refused=record.refused),
-            agent=record.agent_name,
-            turns=record.model_calls(),
-            tool_calls=judge.steps if judge is not None else 0,
-            tool_errors=judge.failed_calls if judge is not None else 0,
-            cost_usd=judge.known_cost if judge is not None else None,
-            duration_s=(end - start) * 1e-9 if start and end and end >= start else None,
-            versions=dict(record.versions.values()),
-        ))
+        self._emitter.task_finished(record.outcome(judge, record.agent_name, (start, end) if start and end else None))
 
     def _judge_pending(self, trace_id: int, record: _Trace, steps: list[Step]) -> None:
         """Judge derived calls at the trace's end (the record is out of the store: no other hook holds it)."""

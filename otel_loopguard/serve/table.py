@@ -32,11 +32,11 @@ from ..conventions.span import SpanRecord, ended_in_error
 from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
-from ..conventions.versions import TraceVersions, VersionReader, Versions, version_keys
+from ..conventions.versions import VersionReader, Versions, version_keys
 from ..core.engine import LoopEngine
 from ..core.judge import Judged, Step, TraceJudge, TraceReport
 from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
-from ..core.outcome import TaskOutcome, outcome_of
+from ..core.outcome import TaskOutcome
 from ..core.store import EVICT_CAPACITY
 
 SERVE_SOURCE = "serve"
@@ -222,7 +222,6 @@ class _Trace(TraceRecord):
         "tenant",
         "trace_id",
         "tracked",
-        "versions",
     )
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
@@ -251,26 +250,14 @@ class _Trace(TraceRecord):
         self.context: tuple[str | None, str | None] = (None, None)
         # For the task outcome: the root span's times (never the span: a finished trace is remembered).
         self.root: tuple[int, int] | None = None
-        # Its versions (bounded values), for its events and its task outcome.
-        self.versions = TraceVersions()
 
     def task(self) -> TaskOutcome:
-        """How the trace ended so far: its outcome, outermost agent, figures and versions; the duration is its root
-        span's (else its outermost agent span's)."""
-        judge = self.judge
+        """How the trace ended so far: the shared outcome, named after its outermost agent span; the duration is its
+        root span's (else its outermost agent span's)."""
         outer = min(self.agents, key=attrgetter("start_ns"), default=None)
-        span = self.root if self.root is not None else (
+        times = self.root if self.root is not None else (
             (outer.start_ns, outer.end_ns) if outer is not None else None)
-        return TaskOutcome(
-            outcome=outcome_of(stopped=judge.stop is not None, error=self.failed, refused=self.refused),
-            agent=outer.name if outer is not None else None,
-            turns=self.model_calls(),
-            tool_calls=judge.steps,
-            tool_errors=judge.failed_calls,
-            cost_usd=judge.known_cost,
-            duration_s=(span[1] - span[0]) * 1e-9 if span is not None and span[1] >= span[0] else None,
-            versions=dict(self.versions.values()),
-        )
+        return self.outcome(self.judge, outer.name if outer is not None else None, times)
 
 
 class TraceTable:
