@@ -19,6 +19,8 @@ from typing import Any
 
 from ..core.judge import Step, TraceJudge
 from ..core.outcome import TaskOutcome, outcome_of
+from .agent_steps import model_step
+from .extract import Extractor
 from .model_calls import Turn, TurnJudge, refused
 from .unread import Unread, UnreadTrace
 from .versions import TraceVersions
@@ -175,6 +177,19 @@ class TraceRecord:
             duration_s=(times[1] - times[0]) * 1e-9 if times is not None and times[1] >= times[0] else None,
             versions=dict(self.versions.values()),
         )
+
+    def model_span(self, extractor: Extractor, attrs: Mapping[str, Any], name: str, span_id: int,
+                   parent_span_id: int | None, start_ns: int, end_ns: int, *, context: bool, agent: str | None,
+                   with_news: bool) -> tuple[Turn | None, Step | None]:
+        """Read a model span of the trace: a refusal and its keys noted (:meth:`model_read`), its turn (with its
+        messages while the trace's calls are derived from them) and its lane step
+        (:func:`~.agent_steps.model_step`, named after the turn's agent with ``context``, else after ``agent``)."""
+        self.model_read(attrs)
+        turn = extractor.model_turn(attrs, name, span_id, parent_span_id, start_ns, end_ns,
+                                    messages=self.turns_now().judge.derive, context=context)
+        if context and turn is not None:
+            agent = turn.agent
+        return turn, model_step(attrs, span_id, parent_span_id, start_ns, end_ns, agent, with_news=with_news)
 
     def model_read(self, attrs: Mapping[str, Any]) -> None:
         """Note a model span: a refused call, and its keys for the unread note."""

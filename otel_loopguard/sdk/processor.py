@@ -24,7 +24,6 @@ from ..conventions.agent_steps import (
     handoff_of_tool,
     is_handoff_tool,
     lane_step_of_span,
-    model_step,
     subagent_step,
 )
 from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog
@@ -755,17 +754,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent = record.agents[-1] if record.agents else None
             # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans, tool
             # calls are derived from the model spans' messages.
-            turns = record.turns_now().judge
-            turn = self._extractor.model_turn(
-                attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
-                end or 0, messages=turns.derive, context=False)
-            steps = turns.add(turn) if turn is not None else []
-            lane = model_step(attrs, ctx.span_id, parent.span_id if parent is not None else None, span.start_time or 0,
-                              end or 0, agent.name if agent is not None else None,
-                              with_news=record.judge is not None and record.judge.has_lanes)
+            turn, lane = record.model_span(
+                self._extractor, attrs, span.name, ctx.span_id, parent.span_id if parent is not None else None,
+                span.start_time or 0, end or 0, context=False, agent=agent.name if agent is not None else None,
+                with_news=record.judge is not None and record.judge.has_lanes)
+            steps = record.turns_now().judge.add(turn) if turn is not None else []
             if lane is not None:
                 steps = [*steps, lane]
-            record.model_read(attrs)
             unread = record.unread_now()
             derived = sum(1 for step in steps if step.call is not None and step.kind == STEP_TOOL)
             if derived:

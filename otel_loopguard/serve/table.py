@@ -22,7 +22,6 @@ from ..conventions.agent_steps import (
     handoff_of_tool,
     is_handoff_tool,
     lane_step_of_span,
-    model_step,
 )
 from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
@@ -620,13 +619,11 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            trace.model_read(span.attributes)
-            turn = extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                        span.end_ns, messages=derive, context=True)
+            turn, lane = trace.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
+                                          span.start_ns, span.end_ns, context=True, agent=None,
+                                          with_news=trace.judge.has_lanes or handoffs)
             if turn is not None:
                 fresh.append(turn)
-                lane = model_step(span.attributes, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
-                                  turn.agent, with_news=trace.judge.has_lanes or handoffs)
                 if lane is not None and trace.judge.add(lane):
                     lanes += 1
         if not fresh:
