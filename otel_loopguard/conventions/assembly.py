@@ -191,6 +191,18 @@ class TraceRecord:
             agent = turn.agent
         return turn, model_step(attrs, span_id, parent_span_id, start_ns, end_ns, agent, with_news=with_news)
 
+    def agent_read(self, attrs: Mapping[str, Any], error: bool) -> None:
+        """Note an agent span that ended: its keys for the unread note; in ``error``, the task's ``error`` outcome."""
+        self.unread_now().model(attrs)
+        if error:
+            self.failed = True
+
+    def pending_calls(self) -> list[Step]:
+        """At the trace's finish: the calls derived from its model spans that never got a result, to be judged now
+        without one (none while its calls are read from tool spans)."""
+        turns = self.turns
+        return turns.judge.finish() if turns is not None and turns.judge.derive else []
+
     def model_read(self, attrs: Mapping[str, Any]) -> None:
         """Note a model span: a refused call, and its keys for the unread note."""
         if refused(attrs):

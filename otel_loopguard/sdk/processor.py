@@ -845,7 +845,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with slot.lock:
             record = slot.state
             record.versions.note(_versions_of(self._read_versions, span, attrs), span.start_time or 0, span_id)
-            record.unread_now().model(attrs)
+            record.agent_read(attrs, _failed(span))
             step = self._subagent_step(record, span, attrs)
             agents = record.agents
             for i in range(len(agents) - 1, -1, -1):
@@ -858,8 +858,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 start, stop = span.start_time or 0, end or 0
                 agent = AgentSpan(span_id, self._extractor.agent_name(attrs, name=span.name), None)
                 agent.tool_calls = record.calls_between(start, stop)
-            if _failed(span):
-                record.failed = True
             record.agent_name = agent.name or record.agent_name
             key = record.key
         self._emitter.agent_finished(agent.name, agent.tool_calls)
@@ -900,13 +898,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if root is not None:
             record.versions.note(_versions_of(self._read_versions, root, _plain(root.attributes)), root.start_time or 0,
                                  root.context.span_id)
-        turns = record.turns
-        if turns is not None and turns.judge.derive:
-            # Calls derived from model spans that never got a result are judged now, without one.
-            pending = turns.judge.finish()
-            if pending:
-                record.unread_now().derived(len(pending))
-                self._judge_pending(trace_id, record, pending)
+        # Calls derived from model spans that never got a result are judged now, without one.
+        pending = record.pending_calls()
+        if pending:
+            record.unread_now().derived(len(pending))
+            self._judge_pending(trace_id, record, pending)
         if record.unread is not None:
             self._report_unread(record.unread.causes())
         if record.key is not None:

@@ -530,10 +530,8 @@ class TraceTable:
                 continue
             if len(ids) < _MAX_MODEL_IDS:
                 ids.add(span.span_id)
-            trace.unread_now().model(span.attributes)
+            trace.agent_read(span.attributes, ended_in_error(span.status_error, (e[0] for e in span.events)))
             # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-            if ended_in_error(span.status_error, (e[0] for e in span.events)):
-                trace.failed = True
             name = extractor.agent_name(span.attributes, name=span.name)
             if len(agents) < _MAX_AGENTS:
                 agents.append(AgentSpan(span.span_id, name, start_ns=span.start_ns, end_ns=span.end_ns))
@@ -707,8 +705,7 @@ class TraceTable:
                     if turns.unordered:
                         judge.partial = True
                     # Calls derived from model spans that never got a result are judged now, without one.
-                    pending = turns.judge.finish()
-                    for step in pending:
+                    for step in trace.pending_calls():
                         if judge.add(step):
                             trace.unread_now().derived(1)
             told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)

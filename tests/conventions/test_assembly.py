@@ -1,9 +1,13 @@
-"""The live paths' shared per-trace record: agent attribution, turn keeping and logging unread causes once."""
+"""The live paths' shared per-trace record: agent attribution, turn keeping, model spans, the task outcome and
+logging unread causes once."""
 
 from __future__ import annotations
 
 from otel_loopguard.conventions.assembly import MAX_TOOL_ENDS, MAX_UNREAD_LOGGED, AgentSpan, TraceRecord, UnreadLog
+from otel_loopguard.conventions.extract import Extractor
 from otel_loopguard.conventions.unread import NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread
+from otel_loopguard.core.agent_steps import LANE_SPAN_BIT
+from otel_loopguard.core.config import LoopGuardConfig
 
 
 def test_each_call_counts_for_the_innermost_agent_holding_its_end() -> None:
@@ -66,3 +70,69 @@ def test_each_unread_cause_is_logged_once_up_to_the_limit() -> None:
     assert log.first(Unread(NO_TOOL_CALLS, ("my.args",), 1))
     fresh = [log.first(Unread(UNKNOWN_ATTRIBUTES, (f"k{i}",), 1)) for i in range(MAX_UNREAD_LOGGED)]
     assert fresh.count(True) == MAX_UNREAD_LOGGED - 2
+
+
+def test_the_task_outcome_reads_the_record_without_a_judge() -> None:
+    """A failed trace without a judge ends in error with no figures, 2.5 s from 1 s to 3.5 s, and its versions."""
+    record = TraceRecord()
+    record.versions.note((("app.version", "2"),), 7, 1)
+    record.agent_read({}, True)
+    task = record.outcome(None, "planner", (1_000_000_000, 3_500_000_000))
+    assert (task.outcome, task.agent, task.turns, task.tool_calls, task.tool_errors, task.cost_usd) == (
+        "error", "planner", 0, 0, 0, None)
+    assert task.duration_s == 2.5
+    assert dict(task.versions) == {"app.version": "2"}
+    assert record.outcome(None, None, (5, 4)).duration_s is None  # an end before its start: unknown
+    assert record.outcome(None, None, None).duration_s is None
+
+
+def test_a_refusal_outranks_success_but_not_an_error() -> None:
+    """Refused alone gives refused; refused and failed gives error (the outcome order stop, error, refused)."""
+    record = TraceRecord()
+    record.refused = True
+    assert record.outcome(None, None, None).outcome == "refused"
+    record.agent_read({}, False)
+    assert record.outcome(None, None, None).outcome == "refused"
+    record.agent_read({}, True)
+    assert record.outcome(None, None, None).outcome == "error"
+
+
+_TEXT = '[{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]'
+_ASK = ('[{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "search", '
+        '"arguments": {"q": "x"}}]}]')
+
+
+def test_a_model_span_gives_its_turn_and_its_lane_step_named_by_the_adapter() -> None:
+    """Assistant text is a lane step named after the given agent, or with context after the span's own agent."""
+    extractor = Extractor.from_config(LoopGuardConfig())
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.agent.name": "writer", "gen_ai.output.messages": _TEXT,
+             "gen_ai.response.finish_reasons": ("content_filter",)}
+    live = TraceRecord()
+    turn, lane = live.model_span(extractor, attrs, "chat m", 0x10, 0x1, 5, 9, context=False, agent="planner",
+                                 with_news=False)
+    assert turn is not None and turn.span_id == 0x10 and turn.agent is None
+    assert lane is not None and lane.span_id == 0x10 | LANE_SPAN_BIT and lane.call is not None
+    assert lane.call.tool == "planner"
+    assert live.refused  # noted as the record reads it
+    received = TraceRecord()
+    turn, lane = received.model_span(extractor, attrs, "chat m", 0x10, 0x1, 5, 9, context=True, agent=None,
+                                     with_news=False)
+    assert turn is not None and turn.agent == "writer"
+    assert lane is not None and lane.call is not None and lane.call.tool == "writer"
+
+
+def test_a_call_asked_for_and_never_answered_is_pending_at_the_finish() -> None:
+    """One model span asking for `search` and no later model input leaves that one call pending, none once tool
+    spans were seen."""
+    extractor = Extractor.from_config(LoopGuardConfig())
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASK}
+    record = TraceRecord()
+    turn, _ = record.model_span(extractor, attrs, "chat m", 0x10, None, 5, 9, context=False, agent=None,
+                                with_news=False)
+    assert turn is not None
+    assert [s for s in record.turns_now().judge.add(turn) if s.call is not None] == []
+    pending = record.pending_calls()
+    assert [s.call.tool for s in pending if s.call is not None] == ["search"]
+    tools = TraceRecord()
+    tools.tools_seen()
+    assert tools.pending_calls() == []
