@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.judge import Step, TraceJudge
 from ..core.outcome import TaskOutcome, outcome_of
-from .agent_steps import model_step
+from .agent_steps import handoff_of_tool, is_handoff_tool, model_step
 from .extract import Extractor
 from .model_calls import Turn, TurnJudge, refused
 from .unread import Unread, UnreadTrace
@@ -37,6 +37,15 @@ TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
 
 def _no_span() -> Any:
     return None
+
+
+def tool_span_step(step: Step, attrs: Mapping[str, Any], name: str, extractor: Extractor) -> Step:
+    """A tool span's step as both live paths judge it: a transfer or delegation tool as a hand-off between agents
+    (:func:`~.agent_steps.handoff_of_tool`), any other as the tool call it is."""
+    call = step.call
+    if is_handoff_tool(call.tool if call is not None else "", name):
+        return handoff_of_tool(step, attrs, name, extractor.agent_name) or step
+    return step
 
 
 class AgentSpan:

@@ -21,12 +21,10 @@ from opentelemetry.trace import SpanContext, StatusCode
 from ..conventions import names as n
 from ..conventions.agent_steps import (
     HANDOFF_MARKERS,
-    handoff_of_tool,
-    is_handoff_tool,
     lane_step_of_span,
     subagent_step,
 )
-from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog
+from ..conventions.assembly import AgentSpan, TraceRecord, UnreadLog, tool_span_step
 from ..conventions.extract import (
     ROLE_AGENT,
     ROLE_LLM,
@@ -705,9 +703,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         start_ns=start or 0, end_ns=end or 0, call=call,
                         origin=tool_origin(attrs) if parent_open else "")
             key = record.key
-            if is_handoff_tool(call.tool, name):
-                # A transfer or delegation tool: judged as a hand-off between agents, not as a tool call.
-                step = handoff_of_tool(step, attrs, name, self._extractor.agent_name) or step
+            # A transfer or delegation tool: judged as a hand-off between agents, not as a tool call.
+            step = tool_span_step(step, attrs, name, self._extractor)
             if not self._per_conversation:
                 judge = record.judge
                 if judge is None:

@@ -19,11 +19,9 @@ from typing import Any
 from ..conventions.agent_steps import (
     ORIGIN_LANE_SPAN,
     SubAgents,
-    handoff_of_tool,
-    is_handoff_tool,
     lane_step_of_span,
 )
-from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog
+from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog, tool_span_step
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
@@ -190,8 +188,7 @@ class _Batch:
 
 
 def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch tells of the task's outcome: a root span (its error status; its times kept for the duration),
-    a refused model call."""
+    """What a batch tells of the task's outcome: a root span (its error status; its times kept for the duration)."""
     for root in batch.roots:
         trace.root = (root.start_ns, root.end_ns)
         if ended_in_error(root.status_error, (e[0] for e in root.events)):
@@ -370,10 +367,7 @@ class TraceTable:
         if role is None:
             return lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
                                      span.end_ns)
-        step = self._reader.tool_step(span, row)
-        if is_handoff_tool(step.call.tool if step.call is not None else "", span.name):
-            step = handoff_of_tool(step, span.attributes, span.name, self._reader.extractor.agent_name) or step
-        return step
+        return tool_span_step(self._reader.tool_step(span, row), span.attributes, span.name, self._reader.extractor)
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -480,7 +474,7 @@ class TraceTable:
             news |= self._note_agents(trace, batch)
         for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
             trace.unread_now().other(span.attributes, span.span_id)
-        if batch.roots or batch.models:
+        if batch.roots:
             _note_task(trace, batch)
         for found, start_ns, span_id in batch.versions:
             trace.versions.note(found, start_ns, span_id)
