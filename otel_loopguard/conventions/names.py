@@ -112,6 +112,14 @@ ML_TYPE_MODELS = ('"CHAT_MODEL"', '"LLM"')
 # Pydantic Logfire instrument_openai(version=1): the request and response bodies as JSON text.
 LOGFIRE_REQUEST_DATA = "request_data"
 LOGFIRE_RESPONSE_DATA = "response_data"
+# Pydantic Logfire instrument_openai_agents(): a function-tool span is named by its template, "Function: {name}"
+# (unchanged since the integration's first release), the tool in ``name``, the arguments' JSON text in ``input``
+# (LOGFIRE_INPUT), the result text in ``output`` (LOGFIRE_OUTPUT), a failure as the SDK's SpanError JSON in ``error``.
+LOGFIRE_MSG_TEMPLATE = "logfire.msg_template"
+LOGFIRE_FUNCTION_TEMPLATE = "Function: {name}"
+LOGFIRE_NAME = "name"
+LOGFIRE_ERROR = "error"
+LOGFIRE_ERROR_MESSAGE = "message"
 # Evidence that a model asked for tools, kept when content is not (conventions/model_calls.py, unread.py).
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 OI_LLM_FINISH_REASON = "llm.finish_reason"

@@ -310,6 +310,16 @@ TOOL_CONVENTIONS: tuple[Convention, ...] = (
         recorded_from="mlflow 3.17.2",
     ),
     Convention(
+        name="logfire_agents",
+        title="Pydantic Logfire `instrument_openai_agents()`: OpenAI Agents SDK `Function: {name}` spans",
+        when=(_is(n.LOGFIRE_MSG_TEMPLATE, n.LOGFIRE_FUNCTION_TEMPLATE),),
+        tool_name=(attr(n.LOGFIRE_NAME),),
+        arguments=(attr(n.LOGFIRE_INPUT),),
+        result=(attr(n.LOGFIRE_OUTPUT),),
+        error=(event(n.EVENT_EXCEPTION, n.EXCEPTION_TYPE), attr(n.LOGFIRE_ERROR, n.LOGFIRE_ERROR_MESSAGE)),
+        recorded_from="logfire 5.4.0, openai-agents 0.24.0",
+    ),
+    Convention(
         name="openlit",
         title="OpenLIT `execute_tool` (LangChain, LangGraph): arguments as a Python dict's repr, result as a "
               "ToolMessage's repr",

@@ -60,6 +60,7 @@ JUDGED_SOURCES = (
     "langgraph_traceloop",
     "llamaindex_traceloop",
     "openai_agents_genai",
+    "openai_agents_logfire",
     "openai_agents_openinference",
     "openai_agents_traceloop",
     "pydantic_ai",
@@ -80,6 +81,11 @@ JUDGED_SOURCES = (
     # Applications instrumented only at the model client (otlp/model_spans/)
     *MODEL_SPAN_SOURCES,
 )
+
+
+#: Judged sources recorded without a content switch (Logfire's Agents SDK integration has none): every scenario but
+#: ``no_content``.
+NO_CONTENT_SWITCH_SOURCES = ("openai_agents_logfire",)
 
 
 #: Agent loops traced by LLM-observability SDKs and Google's GenAI SDK (``otlp/obs_sdk``, ``MANIFEST-obs-sdk.json``):
