@@ -60,6 +60,7 @@ __all__ = [
     "TurnJudge",
     "by_occurrence",
     "failure_class",
+    "offers_tools",
     "read_messages",
     "refused",
     "synthetic_id",
@@ -444,7 +445,8 @@ def _tool_count(attrs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _offers_tools(attrs: Mapping[str, Any]) -> bool:
+def offers_tools(attrs: Mapping[str, Any]) -> bool:
+    """Whether a model span records tool definitions offered to the model (the agent can call tools)."""
     return any(k in attrs for k in n.TOOL_DEFINITION_KEYS) or any(
         k.startswith(n.TOOL_DEFINITION_PREFIXES) for k in attrs)
 
@@ -455,7 +457,7 @@ def _empty_tool_message(attrs: Mapping[str, Any]) -> str | None:
     OpenInference ``llm.input_messages.K.message.role``, OpenLLMetry ``gen_ai.prompt.K.role``, or a ``tool`` message
     of ``gen_ai.input.messages`` with no part that holds content.
     """
-    if not _offers_tools(attrs):
+    if not offers_tools(attrs):
         return None
     for prefix, role_key, content_keys in _TOOL_MESSAGE_SHAPES:
         for index, fields in _flat(attrs, prefix).items():
