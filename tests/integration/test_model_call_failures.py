@@ -9,23 +9,17 @@ scripted agent calls ``get_quote(ACME)`` three times; the first two results are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
 
 from otel_loopguard.cli.calibrate import read_traces
-from otel_loopguard.conventions.traces import TraceCollector
 from otel_loopguard.core.calibrate import replay_judge
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.otlp.read import read_spans
-from otel_loopguard.sdk.processor import LoopGuardSpanProcessor
-from otel_loopguard.serve.server import Server
-from tests.support.span_replay import ReplayIdGenerator, replay_spans
+from tests.support.three_paths import audit_reports, processor_points, serve_reports
 
 MODEL_SPANS = Path(__file__).resolve().parents[1] / "fixtures" / "otlp" / "model_spans"
 FIXTURES = [MODEL_SPANS / "anthropic_openinference__errors_then_success.json",
@@ -34,12 +28,11 @@ FIXTURES = [MODEL_SPANS / "anthropic_openinference__errors_then_success.json",
 EXPECTED = (3, 2)
 
 
+@pytest.mark.parametrize("reports", [audit_reports, serve_reports], ids=["audit", "serve"])
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_audit_counts_the_failed_calls(path: Path) -> None:
-    """``audit`` reads the two ``is_error`` results as failed calls of the trace's three."""
-    collector = TraceCollector(LoopEngine(LoopGuardConfig()))
-    list(collector.add_all(read_spans(str(path)), str(path)))
-    [report] = [r for r in collector.finish() if r.trace_id]
+def test_reports_count_the_failed_calls(path: Path, reports: Callable[[Path], list[Any]]) -> None:
+    """``audit``'s and ``serve``'s report read the two ``is_error`` results as failed calls of the trace's three."""
+    [report] = reports(path)
     assert (report.steps_used, report.failed_calls) == EXPECTED
 
 
@@ -53,42 +46,8 @@ def test_calibrate_counts_the_failed_calls(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_serve_counts_the_failed_calls(path: Path) -> None:
-    """``serve`` reports the two ``is_error`` results as failed calls of the trace's three."""
-    logger_provider, meter_provider = LoggerProvider(), MeterProvider()
-    server = Server(LoopGuardConfig(), grpc_address=None, http_address=None, idle=3600,
-                    logger_provider=logger_provider, meter_provider=meter_provider)
-    reports: list = []
-    server.add_report_listener(reports.append)
-    try:
-        server.ingest(list(read_spans(str(path))))
-        server.finish_all()
-    finally:
-        logger_provider.shutdown()
-        meter_provider.shutdown()
-    [report] = reports
-    assert (report.steps_used, report.failed_calls) == EXPECTED
-
-
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_processor_counts_the_failed_calls(path: Path) -> None:
     """The processor's ``loopguard.task.tool_errors`` for the replayed trace is 2 of 3 tool calls."""
-    ids = ReplayIdGenerator()
-    reader = InMemoryMetricReader()
-    provider, meter_provider = TracerProvider(id_generator=ids), MeterProvider(metric_readers=[reader])
-    logger_provider = LoggerProvider()
-    processor = LoopGuardSpanProcessor(LoopGuardConfig(), logger_provider=logger_provider,
-                                       meter_provider=meter_provider, deferred=False)
-    provider.add_span_processor(processor)
-    try:
-        replay_spans(provider, list(read_spans(str(path))), ids=ids)
-        provider.force_flush()
-        data = reader.get_metrics_data()
-    finally:
-        provider.shutdown()
-        logger_provider.shutdown()
-        meter_provider.shutdown()
-    sums = {m.name: sum(p.sum for p in m.data.data_points)
-            for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-            if m.name in ("loopguard.task.tool_calls", "loopguard.task.tool_errors")}
-    assert (sums["loopguard.task.tool_calls"], sums["loopguard.task.tool_errors"]) == EXPECTED
+    [calls] = processor_points(path, "loopguard.task.tool_calls")
+    [errors] = processor_points(path, "loopguard.task.tool_errors")
+    assert (calls.sum, errors.sum) == EXPECTED
