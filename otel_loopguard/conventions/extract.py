@@ -19,7 +19,7 @@ from ..core.cost import MAX_TOKENS, Usage
 from ..core.model import Lease, ToolCall
 from . import names as n
 from .envelopes import ENVELOPES, Envelope
-from .model_calls import Turn, read_messages, tool_activity
+from .model_calls import MAX_ERROR_LEN, Turn, failure_class, read_messages, tool_activity
 from .table import AGENT_SPANS, MODEL_SPANS, TOOL_CONVENTIONS, AgentSpans, Convention, ModelSpans, Source, When
 from .user import user_conventions
 
@@ -31,7 +31,6 @@ ROLE_AGENT = "agent"
 
 _NS = 1e-9
 _CACHE_ENTRIES = 2048
-_MAX_ERROR_LEN = 200
 _MISSING: Any = object()
 
 
@@ -425,7 +424,7 @@ def _failed_class(status_message: str | None, events: Iterable[tuple[str, Mappin
     for name, event_attrs in events:
         if name == n.EVENT_EXCEPTION and event_attrs.get(n.EXCEPTION_TYPE):
             return str(event_attrs[n.EXCEPTION_TYPE])
-    return (status_message or fallback or "error")[:_MAX_ERROR_LEN]
+    return failure_class(status_message or fallback)
 
 
 # -- the extractor -----------------------------------------------------------------------------------------------------
@@ -629,7 +628,7 @@ class Extractor:
             for key in keys:
                 value = attrs.get(key)
                 if value and value is not True:
-                    return str(value)[:_MAX_ERROR_LEN]
+                    return str(value)[:MAX_ERROR_LEN]
                 if value is True:
                     return _failed_class(status_message, events, result if isinstance(result, str) else None)
             if status_error:
@@ -645,7 +644,7 @@ class Extractor:
                 # Failed, without a class: the exception event's, the status text, else the result's text.
                 text = result if isinstance(result, str) else None
                 return _failed_class(status_message, events, text)
-            return str(value)[:_MAX_ERROR_LEN]
+            return str(value)[:MAX_ERROR_LEN]
         if status_error:
             return _failed_class(status_message, events)
         return None

@@ -11,9 +11,15 @@ output) and, in the next call's input, their results. This module reads them:
     parts of ``gen_ai.input.messages``; LiteLLM's ``tool_call_id`` on a ``tool`` message and its
     ``gen_ai.completion.0.function_call`` without an id),
   - OpenInference (``llm.output_messages.N.message.tool_calls.M.tool_call.*``; results as
-    ``llm.input_messages.K.message`` with role ``tool``),
+    ``llm.input_messages.K.message`` with role ``tool``; which of them failed, from the Anthropic request kept in
+    ``input.value``),
   - OpenLLMetry before the GenAI messages (``gen_ai.completion.N.tool_calls.M.*``; results as ``gen_ai.prompt.K``
     with role ``tool``, or Anthropic ``tool_result`` blocks in a ``user`` prompt),
+
+  A result that Anthropic's ``tool_result`` block marks ``"is_error": true`` is a :class:`Failed` result: the
+  derived call failed (its error class is the result's text, bounded), so it is never progress and feeds the retry
+  rule. No other recorded message shape says a call failed (the GenAI ``tool_call_response`` part and OpenAI's
+  ``tool`` message have no such field): a failure returned as plain text reads as a result.
   - the OpenAI Chat Completions request and response as JSON text (Logfire ``instrument_openai`` version 1,
     Langfuse generations, MLflow chat spans: one reader, :func:`_chat_reader`);
 
@@ -46,11 +52,15 @@ from ..core.model import ToolCall
 from . import names as n
 
 __all__ = [
+    "MAX_ERROR_LEN",
     "MESSAGE_READERS",
     "ORIGIN_DERIVED",
+    "Failed",
     "Turn",
     "TurnJudge",
     "by_occurrence",
+    "failure_class",
+    "offers_tools",
     "read_messages",
     "refused",
     "synthetic_id",
@@ -59,6 +69,9 @@ __all__ = [
 
 #: :attr:`Step.origin` of a tool call derived from model spans.
 ORIGIN_DERIVED = "model.tool_call"
+
+#: The longest error class kept (a class may be a failed call's message: bounded, like every emitted string).
+MAX_ERROR_LEN = 200
 
 _NS = 1e-9
 _MASK64 = (1 << 64) - 1
@@ -89,6 +102,23 @@ class Turn(NamedTuple):
     history: tuple[tuple[str, str, Any], ...] = ()
     agent: str | None = None
     conversation: str | None = None
+
+
+class Failed(NamedTuple):
+    """A tool call's result that its message marks as a failure (Anthropic ``tool_result`` with ``is_error``).
+
+    Attributes:
+        result: the result as recorded (its text).
+        error: the derived call's error class (:func:`failure_class` of the text).
+    """
+
+    result: Any
+    error: str
+
+
+def failure_class(message: str | None) -> str:
+    """The error class of a failure known only by its message: the message, bounded, else ``error``."""
+    return (message or "error")[:MAX_ERROR_LEN]
 
 
 class Messages(NamedTuple):
@@ -170,6 +200,31 @@ def _genai(attrs: Mapping[str, Any]) -> Messages | None:
     return Messages(tuple(calls), tuple(results) if results is not None else None, tuple(history))
 
 
+def _block_result(block: Mapping[str, Any]) -> Any:
+    """The result of an Anthropic ``tool_result`` block: its text, :class:`Failed` when ``is_error`` is true."""
+    result = _text(block.get("content"))
+    if block.get("is_error") is True:
+        return Failed(result, failure_class(result if isinstance(result, str) else None))
+    return result
+
+
+def _anthropic_failures(request: Any) -> dict[str, Failed]:
+    """The failed results of an Anthropic request body (``messages`` of ``tool_result`` blocks with ``is_error``),
+    by ``tool_use_id``; parsed only when the text names ``is_error``."""
+    if not isinstance(request, str) or '"is_error"' not in request:
+        return {}
+    messages = _at(request, ("messages",))
+    out: dict[str, Failed] = {}
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else ():
+            if (isinstance(block, Mapping) and block.get("type") == "tool_result" and block.get("tool_use_id")
+                    and block.get("is_error") is True):
+                failed = _block_result(block)
+                out[str(block["tool_use_id"])] = failed
+    return out
+
+
 def _flat(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``<prefix><N>.<rest>`` attributes grouped by N."""
     out: dict[int, dict[str, Any]] = {}
@@ -206,11 +261,16 @@ def _openinference(attrs: Mapping[str, Any]) -> Messages | None:
                              "tool_call.function.arguments")
     results: list[tuple[str, Any]] | None = [] if inputs else None
     history: list[tuple[str, str, Any]] = []
+    # The flattened messages drop Anthropic's is_error; the request body kept beside them has it.
+    failures = _anthropic_failures(attrs.get(n.OI_INPUT_VALUE)) if inputs else {}
     for index in sorted(inputs):
         message = inputs[index]
         if message.get("message.role") == "tool" and message.get("message.tool_call_id") is not None:
             assert results is not None
-            results.append((str(message["message.tool_call_id"]), message.get("message.content")))
+            call_id = str(message["message.tool_call_id"])
+            content = message.get("message.content")
+            failed = failures.get(call_id)
+            results.append((call_id, content if failed is None else Failed(content, failed.error)))
         for identifier, name, args in _flat_calls(message, "message.tool_calls.", "tool_call.id",
                                                   "tool_call.function.name", "tool_call.function.arguments"):
             if identifier is not None:
@@ -239,7 +299,7 @@ def _openllmetry_flat(attrs: Mapping[str, Any]) -> Messages | None:
             # Anthropic (0.53): the results are tool_result blocks of a user prompt, as JSON text.
             for block in _json(prompt["content"]) or ():
                 if isinstance(block, Mapping) and block.get("type") == "tool_result" and block.get("tool_use_id"):
-                    results.append((str(block["tool_use_id"]), _text(block.get("content"))))
+                    results.append((str(block["tool_use_id"]), _block_result(block)))
         for identifier, name, args in _flat_calls(prompt, "tool_calls.", "id", "name", "arguments"):
             if identifier is not None:
                 history.append((identifier, name, args))
@@ -385,7 +445,8 @@ def _tool_count(attrs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _offers_tools(attrs: Mapping[str, Any]) -> bool:
+def offers_tools(attrs: Mapping[str, Any]) -> bool:
+    """Whether a model span records tool definitions offered to the model (the agent can call tools)."""
     return any(k in attrs for k in n.TOOL_DEFINITION_KEYS) or any(
         k.startswith(n.TOOL_DEFINITION_PREFIXES) for k in attrs)
 
@@ -396,7 +457,7 @@ def _empty_tool_message(attrs: Mapping[str, Any]) -> str | None:
     OpenInference ``llm.input_messages.K.message.role``, OpenLLMetry ``gen_ai.prompt.K.role``, or a ``tool`` message
     of ``gen_ai.input.messages`` with no part that holds content.
     """
-    if not _offers_tools(attrs):
+    if not offers_tools(attrs):
         return None
     for prefix, role_key, content_keys in _TOOL_MESSAGE_SHAPES:
         for index, fields in _flat(attrs, prefix).items():
@@ -712,12 +773,16 @@ class TurnJudge:
             self._emitted.add(pending.call_id)
         self.derived += 1
         end_ns = at.start_ns if at is not None else turn.end_ns
+        error = None
+        if isinstance(result, Failed):
+            result, error = result
         call = ToolCall(
             tool=pending.tool,
             arguments=pending.arguments,
             arguments_captured=pending.arguments is not None,
             result=result,
             result_captured=result is not None,
+            error=error,
             start=turn.end_ns * _NS,
             end=end_ns * _NS,
         )

@@ -496,7 +496,7 @@ class TraceCollector:
         if held.partial:
             judge.partial = True
         report = judge.report(self._source(held), f"{trace_id:032x}", attributes=self._attributes(held))
-        causes = held.unread.causes()
+        causes = held.unread.causes(judge.lanes_read)
         if causes:
             report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
         if held.versions is not None:

@@ -8,7 +8,10 @@ OTLP ``partial_success`` (``rejected_spans = 0``), ``audit`` as a note on the tr
   spans: OpenInference ``CHAIN``, OpenLLMetry ``task``/``workflow``, Langfuse and MLflow spans of other types) but no
   tool call can be read from them: no tool span of a known convention, and no tool call in the model spans' messages
   (content not captured, or written to log records: openai-v2's ``EVENT_ONLY``). The keys named are those of these
-  spans.
+  spans. A trace whose hand-offs, sub-agent invocations or model turns (with their input) were judged, and whose
+  model spans were offered no tool, is read though it has no tool call (an agent that only talks or delegates): it
+  gets no such note (nor :data:`AGENT_TURNS_WITHOUT_CONTENT`). Tools offered, or model turns whose input is not
+  recorded (Haystack under OpenLLMetry), keep the note: tool calls may have happened unread.
 * :data:`CALLS_WITHOUT_CONTENT`: model spans say that tool calls happened (a finish reason naming tool calls, a
   tool-call count, or tools offered and a ``tool`` message without content) but record neither the calls nor their
   results (content capture off), and the trace has no readable tool span: its calls are judged as calls that cannot
@@ -33,7 +36,7 @@ from typing import Any, NamedTuple
 from ..core.cache import BoundedCache, small
 from ..core.escape import escaped
 from . import names as n
-from .model_calls import tool_activity
+from .model_calls import offers_tools, tool_activity
 from .table import AGENT_SPANS, TOOL_CONVENTIONS, Convention
 
 __all__ = [
@@ -198,7 +201,7 @@ class UnreadTrace:
     """
 
     __slots__ = ("_activity", "_activity_spans", "_bare_turns", "_derived", "_last_keys", "_model_keys", "_model_spans",
-                 "_other_ids", "_other_spans", "_tool_calls", "_unknown", "_unknown_spans")
+                 "_other_ids", "_other_spans", "_tool_calls", "_tools_offered", "_unknown", "_unknown_spans")
 
     def __init__(self) -> None:
         self._tool_calls = 0
@@ -214,6 +217,8 @@ class UnreadTrace:
         self._bare_turns = 0
         self._other_spans = 0
         self._other_ids: set[int] = set()
+        # A model span was offered tools: a trace without tool calls may have had some unread.
+        self._tools_offered = False
 
     def tool(self, attrs: Mapping[str, Any], arguments_captured: bool, result_captured: bool,
              events: Iterable[tuple[str, Mapping[str, Any]]] = (), convention: Convention | None = None) -> None:
@@ -239,6 +244,8 @@ class UnreadTrace:
         self._model_spans += 1
         if _bare_agent_turn(attrs):
             self._bare_turns += 1
+        if not self._tools_offered and offers_tools(attrs):
+            self._tools_offered = True
         activity = tool_activity(attrs)
         if activity is not None:
             self._activity_spans += 1
@@ -286,6 +293,7 @@ class UnreadTrace:
         self._bare_turns += other._bare_turns
         self._activity.update(other._activity)
         self._other_spans += other._other_spans
+        self._tools_offered |= other._tools_offered
         if len(self._model_keys) < 4 * MAX_KEYS:
             self._model_keys.update(other._model_keys)
         if len(self._unknown) < 4 * MAX_KEYS:
@@ -296,15 +304,23 @@ class UnreadTrace:
         """Tool calls read so far (from tool spans, or derived from model spans)."""
         return self._tool_calls
 
-    def causes(self) -> list[Unread]:
-        """What could not be read in the trace (empty when everything that looks like an agent's was read)."""
+    def causes(self, steps_judged: bool = False) -> list[Unread]:
+        """What could not be read in the trace (empty when everything that looks like an agent's was read).
+
+        Args:
+            steps_judged: steps of another kind than tool calls (hand-offs, sub-agent invocations, model turns
+                with their input) were judged in the trace (:attr:`~otel_loopguard.core.judge.TraceJudge.lanes_read`):
+                unless a model span was offered tools, the trace was read and having no tool call is no cause (an
+                agent that only talks or delegates has none to read).
+        """
         out = []
         if self._unknown_spans:
             out.append(Unread(UNKNOWN_ATTRIBUTES, _bounded(self._unknown), self._unknown_spans))
         if self._activity_spans and self._tool_calls == self._derived:
             # No tool span was read: the calls derived from these model spans are all there is, and cannot be compared.
             out.append(Unread(CALLS_WITHOUT_CONTENT, _bounded(self._activity), self._activity_spans))
-        elif (self._model_spans or self._other_spans) and not self._tool_calls:
+        elif (self._model_spans or self._other_spans) and not self._tool_calls and (
+                self._tools_offered or not steps_judged):
             if self._model_spans and self._bare_turns == self._model_spans:
                 out.append(Unread(AGENT_TURNS_WITHOUT_CONTENT, _bounded(self._model_keys), self._model_spans))
             else:

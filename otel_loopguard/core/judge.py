@@ -39,7 +39,7 @@ import msgspec
 from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
-from .model import STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
+from .model import STEP_MODEL, STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
 from .outcome import TaskOutcome
 from .signature import NUDGE_MARKER
 from .step_audit import StepAudit
@@ -447,6 +447,7 @@ class TraceJudge:
         "_inner_parents",
         "_interventions",
         "_lanes",
+        "_lanes_read",
         "_last",
         "_log",
         "_max_bytes",
@@ -510,6 +511,7 @@ class TraceJudge:
         self._interventions: list[Intervention] = []
         # Hand-offs, sub-agent invocations and model turns, each in a sequence of its own (made on first use).
         self._lanes: Lanes | None = None
+        self._lanes_read = False
         #: Tool calls judged that failed.
         self.failed_calls = 0
         #: Whether model usage was judged.
@@ -540,6 +542,13 @@ class TraceJudge:
     def has_lanes(self) -> bool:
         """Whether steps of another kind than tool calls (hand-offs, model turns) were judged in the trace."""
         return self._lanes is not None
+
+    @property
+    def lanes_read(self) -> bool:
+        """Whether a hand-off, a sub-agent invocation, or a model turn with its input recorded was judged: the trace
+        was read though it may have no tool call (a model turn without its input says too little: see
+        :meth:`~otel_loopguard.conventions.unread.UnreadTrace.causes`)."""
+        return self._lanes_read
 
     @property
     def steps(self) -> int:
@@ -910,6 +919,8 @@ class TraceJudge:
             if call.tool == NEWS_ONLY:
                 return None  # news matters only after a hand-off: a trace without one stays without lanes
             lanes = self._lanes = Lanes(self._engine)
+        if call.result_captured or step.kind != STEP_MODEL:
+            self._lanes_read = True
         return lanes.observe(step.kind, call, step.chunk, untimed_at)
 
     def _record(self, observation: Observation, step: Step | None, out: list[Judged],

@@ -901,7 +901,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             record.unread_now().derived(len(pending))
             self._judge_pending(trace_id, record, pending)
         if record.unread is not None:
-            self._report_unread(record.unread.causes())
+            self._report_unread(record.unread.causes(record.judge is not None and record.judge.lanes_read))
         if record.key is not None:
             # Conversation state outlives one trace (its TTL releases it): the task's stop and figures are the
             # conversation's so far.

@@ -713,7 +713,7 @@ class TraceTable:
             counts["rejudged_traces"] = judge.rejudged - rejudged
             counts["rejudged_events_retracted"] = judge.retracted - retracted
             self._count(counts)
-            causes = tuple(trace.unread_now().causes())
+            causes = tuple(trace.unread_now().causes(judge.lanes_read))
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),

@@ -18,6 +18,7 @@ against those checked reports, the documented output formats (``docs/audit.md``)
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -139,17 +140,24 @@ def _trace_spans(doc: dict[str, Any]) -> dict[str, tuple[str | None, list[dict[s
 
 
 _LLAMAINDEX_FAILED = '"raw_output\\": \\"429 Too Many Requests: retry after 1s\\", \\"is_error\\": true'
+# An Anthropic tool_result block marked failed, inside a model span's messages (JSON text in an attribute, so its
+# quotes are escaped in the file): the id of the call it answers. Blocks repeat in every later request; the id, once.
+_ANTHROPIC_FAILED = re.compile(r'\\"tool_use_id\\": \\"(\w+)\\"[^}]*?\\"is_error\\": true')
 
 
 def failed_calls(scenario: str, text: str) -> int:
     """A fixture's failed tool calls, by hand: the scenario ``errors_then_success`` fails twice, which the trace shows
     when the framework gives its tool spans status ERROR, or (LlamaIndex under Traceloop) writes the tool output
-    with ``"is_error": true``; a failure only written into the model's messages (returned as text, or Anthropic's
-    ``is_error`` in a message, kept by OpenInference and OpenLLMetry 0.53) is not read as one (0)."""
+    with ``"is_error": true``, or (agents traced only through model spans) keeps Anthropic's ``tool_result`` blocks
+    with ``"is_error": true`` in the model's messages (OpenInference's request body, OpenLLMetry 0.53's prompts):
+    one failed call per distinct ``tool_use_id`` so marked. A failure only returned as text in a message (OpenAI's
+    tool messages, the GenAI ``tool_call_response`` part: neither has an error field) is not read as one (0)."""
     if scenario != "errors_then_success":
         return 0
     status = '"code": 2' in text or "STATUS_CODE_ERROR" in text
-    return 2 if status or _LLAMAINDEX_FAILED in text else 0
+    if status or _LLAMAINDEX_FAILED in text:
+        return 2
+    return len(set(_ANTHROPIC_FAILED.findall(text)))
 
 
 # A model call's token usage, in each convention the recorded sources write it (GenAI, OpenInference, OpenLLMetry,

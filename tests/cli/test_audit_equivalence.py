@@ -309,7 +309,7 @@ TAMPERED = {
     "all fixtures jsonl readable": [("nudged at call 3", "nudged at call 4")],
     "mixed report": [("12.5%", "25.0%"), ("  200.0\n", "  100.0\n"), ("   33.3%", "   66.7%"),
                      ("        4.0        8.0", "        4.0        9.0")],
-    "all fixtures report": [('"failed_calls": 24', '"failed_calls": 26'), ('"error_share": 0.020408', '"error_share": 0.0'),
+    "all fixtures report": [('"failed_calls": 28', '"failed_calls": 26'), ('"error_share": 0.020408', '"error_share": 0.0'),
                             ('"turns_p90": 6.4', '"turns_p90": 6.0'), ('"tool_calls_median": 4.0', '"tool_calls_median": 4.5')],
     "all fixtures at": [('"verdict": "stuck"', '"verdict": "waiting"')],
     "benchmark slice": [('"step": 13, "call": 14, "action": "stop"', '"step": 14, "call": 15, "action": "stop"')],

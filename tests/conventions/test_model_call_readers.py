@@ -13,9 +13,11 @@ from typing import Any
 from otel_loopguard.conventions.model_calls import (
     MESSAGE_READERS,
     ORIGIN_DERIVED,
+    Failed,
     Messages,
     Turn,
     TurnJudge,
+    failure_class,
     read_messages,
 )
 from otel_loopguard.core.judge import Step
@@ -310,3 +312,49 @@ def test_usage_steps_in_full() -> None:
               Turn(20, None, S, 2 * S, None, ("m", usage))):
         steps += judge.add(t)
     assert [s.span_id for s in steps] == [10, 20]
+
+
+# -- failed results (Anthropic ``tool_result`` with ``is_error``) ----------------------------------------------------
+
+_RATE = "Error: RateLimitError: 429 Too Many Requests"
+
+
+def test_openllmetry_anthropic_is_error_block_is_a_failed_result() -> None:
+    # OpenLLMetry 0.53: tool_result blocks in a user prompt's JSON text; the one with is_error true is Failed, its
+    # error class its text; the other is a plain result.
+    blocks = [{"type": "tool_result", "tool_use_id": "t1", "content": _RATE, "is_error": True},
+              {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "ok"}]}]
+    attrs = {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": json.dumps(blocks)}
+    assert read_messages(attrs, ["openllmetry_flat"]).results == (("t1", Failed(_RATE, _RATE)), ("t2", "ok"))
+
+
+def test_openinference_reads_is_error_from_the_request_body() -> None:
+    # OpenInference flattens the tool message without is_error; input.value (the Anthropic request) says t1 failed,
+    # so t1's result is Failed and t2's (is_error false) is not.
+    request = {"messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "t2", "content": "fine", "is_error": False}]}]}
+    attrs = {"input.value": json.dumps(request),
+             "llm.input_messages.0.message.role": "tool", "llm.input_messages.0.message.tool_call_id": "t1",
+             "llm.input_messages.0.message.content": "boom",
+             "llm.input_messages.1.message.role": "tool", "llm.input_messages.1.message.tool_call_id": "t2",
+             "llm.input_messages.1.message.content": "fine"}
+    assert read_messages(attrs, ["openinference_messages"]).results == (("t1", Failed("boom", "boom")),
+                                                                         ("t2", "fine"))
+
+
+def test_failed_error_class_is_bounded_and_never_empty() -> None:
+    # The class is the message cut at 200 characters; no message at all gives the class "error".
+    assert failure_class("x" * 250) == "x" * 200
+    assert failure_class("") == "error"
+    assert failure_class(None) == "error"
+
+
+def test_a_failed_result_makes_a_failed_derived_call() -> None:
+    # Turn 1 (0-1 s) asks for get_quote; turn 2 (2-3 s) brings its Failed result: one derived call whose result is
+    # the text and whose error is the class.
+    judge = TurnJudge()
+    assert judge.add(_turn(1, 0, 1, calls=[("t1", "get_quote", {"symbol": "ACME"})])) == []
+    [step] = judge.add(_turn(2, 2, 3, results=[("t1", Failed(_RATE, "RateLimitError"))]))
+    assert step.call is not None
+    assert (step.call.result, step.call.result_captured, step.call.error) == (_RATE, True, "RateLimitError")
