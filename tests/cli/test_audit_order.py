@@ -9,6 +9,7 @@ field aside, since it names the files read).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import random
@@ -43,15 +44,32 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     return doc if isinstance(doc, list) else [doc]
 
 
-def _flat(path: Path) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
-    """(resource, scope, span) of every span of a fixture, in file order."""
+Item = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+def _flat(path: Path) -> list[Item]:
+    """(resource, scope, span) of every span of a fixture, in file order: a fresh list to reorder (the dicts are
+    shared and never changed)."""
+    return list(_parsed(path))
+
+
+@functools.cache
+def _parsed(path: Path) -> tuple[Item, ...]:
+    """Each fixture parsed once: every rewrite of it (five tests, several examples each) starts from these spans."""
     out = []
     for doc in _documents(path):
         for rs in doc.get("resourceSpans", []):
             for ss in rs.get("scopeSpans", []):
                 for span in ss.get("spans", []):
                     out.append((rs.get("resource", {}), ss.get("scope", {}), span))
-    return out
+    return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for every rewrite of this module, each overwriting the last: thousands of tests create no new
+    directories or files (creating and later deleting them cost more than the audits they feed)."""
+    return tmp_path_factory.mktemp("rewrites")
 
 
 def _request(items: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
@@ -99,7 +117,7 @@ def _write_lines(folder: Path, name: str, items: list[Any], cuts: list[int]) -> 
 
 @pytest.mark.parametrize("order", ["root first", "by start time", "reversed", "one span per record"])
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.name)
-def test_store_orders_give_the_recorded_reports(path: Path, order: str, tmp_path: Path) -> None:
+def test_store_orders_give_the_recorded_reports(path: Path, order: str, scratch: Path) -> None:
     """Root first, by start time (Tempo, Jaeger), reversed, or one span per JSON Lines record: the same reports."""
     items = _flat(path)
     if order == "root first":
@@ -109,14 +127,14 @@ def test_store_orders_give_the_recorded_reports(path: Path, order: str, tmp_path
     elif order == "reversed":
         items.reverse()
     cuts = list(range(1, len(items))) if order == "one span per record" else []
-    written = _write_lines(tmp_path, "rewritten.jsonl", items, cuts)
+    written = _write_lines(scratch, "rewritten.jsonl", items, cuts)
     assert _audit([written]) == _baseline(path)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 @pytest.mark.parametrize("path", FIXTURE_PATHS, ids=lambda p: p.name)
-def test_shuffled_split_and_duplicated_spans_give_the_recorded_reports(path: Path, tmp_path_factory: Any,
+def test_shuffled_split_and_duplicated_spans_give_the_recorded_reports(path: Path, scratch: Path,
                                                                         data: st.DataObject) -> None:
     """Spans shuffled, spread over JSON Lines records and files, some delivered twice: the same reports."""
     items = _flat(path)
@@ -126,7 +144,6 @@ def test_shuffled_split_and_duplicated_spans_give_the_recorded_reports(path: Pat
     items += [items[i] for i in duplicated]
     rng.shuffle(items)
     files = data.draw(st.integers(1, 3), label="files")
-    folder = tmp_path_factory.mktemp("split")
     bounds = sorted(data.draw(st.lists(st.integers(0, len(items)), min_size=files - 1, max_size=files - 1)))
     paths, start = [], 0
     for i, end in enumerate([*bounds, len(items)]):
@@ -134,7 +151,7 @@ def test_shuffled_split_and_duplicated_spans_give_the_recorded_reports(path: Pat
         start = end
         cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(part) - 1)), max_size=4))))
         if part:  # a file with no span is an input error of its own ("no spans in this file"), not a split of a trace
-            paths.append(_write_lines(folder, f"part{i}.jsonl", part, [c for c in cuts if c < len(part)]))
+            paths.append(_write_lines(scratch, f"part{i}.jsonl", part, [c for c in cuts if c < len(part)]))
     status, reports = _audit(paths)
     expected_status, expected = _baseline(path)
     assert (status, reports) == (expected_status, expected)

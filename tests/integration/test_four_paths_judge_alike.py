@@ -1,5 +1,10 @@
 """Every recorded fixture judged through the processor, ``serve``, ``audit`` and ``calibrate`` gives one verdict
-sequence: the four adapters share one assembler and one judge."""
+sequence: the four adapters share one assembler and one judge.
+
+The fixtures are the judged agent-framework recordings and the multi-agent ones (``otlp/agents``: hand-offs,
+sub-agents, model turns). Each file is decoded once and its spans shared by the processor, ``serve`` and ``audit``
+(``calibrate`` reads the file itself, through its own reader); the per-file tests compare what the one module-wide
+run decided."""
 
 from __future__ import annotations
 
@@ -21,10 +26,20 @@ from otel_loopguard.otlp.read import read_spans
 from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.sdk.processor import LoopGuardSpanProcessor
 from otel_loopguard.serve.server import Server
+from tests.support.agent_step_fixtures import AGENT_FIXTURES
 from tests.support.recorded_fixtures import FIXTURE_DIRS, judged_fixture_files
 from tests.support.span_replay import ReplayIdGenerator, replay_spans
 
-FILES = judged_fixture_files()
+#: The multi-agent, sub-agent and model-turn recordings (``tests/support/agent_step_fixtures.py``).
+AGENT_FILES = sorted(AGENT_FIXTURES.glob("*__*.json"))
+FILES = judged_fixture_files() + AGENT_FILES
+#: Files on which the live paths (processor, serve) tell the same transitions in another order than audit and
+#: calibrate, a product divergence reported with issue 30: under Logfire the hand-off ping-pong's tool calls seen only
+#: in the model's responses go uncertain at call 2, and the live paths tell it after the hand-offs' stuck at 6
+#: (audit and calibrate before it). Strict: the test fails once the paths agree, so this entry is then removed.
+DIVERGENT = {"openai_agents_logfire__handoff_ping_pong": "live paths tell the model-response calls' verdict later"}
+#: Decoded spans by fixture file, read once per module (the fixture below fills it).
+Spans = dict[Path, list[Any]]
 #: A trace's verdict sequence: ("t", call index, from, to, rule) per transition, ("i", call index, action, rule)
 #: per intervention, in the order decided.
 Sequence = list[tuple[Any, ...]]
@@ -41,9 +56,9 @@ def _events_sequence(events: Iterable[VerdictEvent]) -> Sequence:
                      [e.intervention for e in events if e.intervention is not None])
 
 
-def _audit(path: Path, config: LoopGuardConfig) -> dict[str, Sequence]:
+def _audit(path: Path, spans: list[Any], config: LoopGuardConfig) -> dict[str, Sequence]:
     collector = TraceCollector(LoopEngine(config))
-    list(collector.add_all(read_spans(str(path)), str(path)))
+    list(collector.add_all(iter(spans), str(path)))
     return {r.trace_id: _sequence(r.transitions, r.interventions) for r in collector.finish() if r.trace_id}
 
 
@@ -57,7 +72,7 @@ def _calibrate(path: Path, config: LoopGuardConfig) -> dict[str, Sequence]:
     return out
 
 
-def _processor(paths: list[Path], config: LoopGuardConfig) -> dict[str, Sequence]:
+def _processor(spans: Spans, config: LoopGuardConfig) -> dict[str, Sequence]:
     ids = ReplayIdGenerator()
     provider = TracerProvider(id_generator=ids)
     logger_provider, meter_provider = LoggerProvider(), MeterProvider()
@@ -68,8 +83,8 @@ def _processor(paths: list[Path], config: LoopGuardConfig) -> dict[str, Sequence
     provider.add_span_processor(processor)
     traces: set[int] = set()
     try:
-        for path in paths:
-            result = replay_spans(provider, list(read_spans(str(path))), ids=ids)
+        for records in spans.values():
+            result = replay_spans(provider, records, ids=ids)
             traces.update(result.trace_ids.values())
         assert processor.errors == 0
     finally:
@@ -79,15 +94,15 @@ def _processor(paths: list[Path], config: LoopGuardConfig) -> dict[str, Sequence
     return {f"{t:032x}": _events_sequence(e for e in events if e.trace_id == t) for t in traces}
 
 
-def _serve(paths: list[Path], config: LoopGuardConfig) -> dict[str, Sequence]:
+def _serve(spans: Spans, config: LoopGuardConfig) -> dict[str, Sequence]:
     logger_provider, meter_provider = LoggerProvider(), MeterProvider()
     server = Server(config, grpc_address=None, http_address=None, idle=3600, logger_provider=logger_provider,
                     meter_provider=meter_provider)
     reports: list[Any] = []
     server.add_report_listener(reports.append)
     try:
-        for path in paths:
-            server.ingest(list(read_spans(str(path))))
+        for records in spans.values():
+            server.ingest(records)
             server.finish_all()
     finally:
         logger_provider.shutdown()
@@ -96,27 +111,41 @@ def _serve(paths: list[Path], config: LoopGuardConfig) -> dict[str, Sequence]:
 
 
 @pytest.fixture(scope="module")
-def four_paths() -> Iterator[dict[str, dict[str, Sequence]]]:
+def audited() -> dict[Path, dict[str, Sequence]]:
+    """Each fixture file's traces as ``audit`` judges them, by file then trace id (each file decoded once)."""
+    config = LoopGuardConfig()
+    return {path: _audit(path, list(read_spans(str(path))), config) for path in FILES}
+
+
+@pytest.fixture(scope="module")
+def four_paths(audited: dict[Path, dict[str, Sequence]]) -> Iterator[dict[str, dict[str, Sequence]]]:
     """Every fixture judged by each path, by path name then trace id."""
     config = LoopGuardConfig()
+    spans = {path: list(read_spans(str(path))) for path in FILES}
     yield {
-        "processor": _processor(FILES, config),
-        "serve": _serve(FILES, config),
-        "audit": {k: v for p in FILES for k, v in _audit(p, config).items()},
+        "processor": _processor(spans, config),
+        "serve": _serve(spans, config),
+        "audit": {k: v for judged in audited.values() for k, v in judged.items()},
         "calibrate": {k: v for p in FILES for k, v in _calibrate(p, config).items()},
     }
 
 
 def test_every_recorded_fixture_is_judged() -> None:
-    """The differential below covers every recorded fixture file of every fixture folder."""
-    assert [p for d in FIXTURE_DIRS for p in sorted(d.glob("*__*.json"))] == FILES
-    assert len(FILES) == 302
+    """The differential below covers every recorded fixture file of every fixture folder, the agents' included."""
+    assert [p for d in (*FIXTURE_DIRS, AGENT_FIXTURES) for p in sorted(d.glob("*__*.json"))] == FILES
+    assert (len(FILES), len(AGENT_FILES)) == (302 + 20, 20)
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-def test_four_paths_give_one_verdict_sequence(path: Path, four_paths: dict[str, dict[str, Sequence]]) -> None:
+def _cases() -> list[Any]:
+    marks = {stem: pytest.mark.xfail(reason=why, strict=True) for stem, why in DIVERGENT.items()}
+    return [pytest.param(p, id=p.stem, marks=marks.get(p.stem, ())) for p in FILES]
+
+
+@pytest.mark.parametrize("path", _cases())
+def test_four_paths_give_one_verdict_sequence(path: Path, audited: dict[Path, dict[str, Sequence]],
+                                              four_paths: dict[str, dict[str, Sequence]]) -> None:
     """The processor, serve, audit and calibrate decide the same transitions and interventions at the same calls."""
-    audit = _audit(path, LoopGuardConfig())
+    audit = audited[path]
     assert audit, f"no trace read from {path.name}"
     for trace_id, expected in audit.items():
         got = {name: judged.get(trace_id) for name, judged in four_paths.items()}

@@ -57,7 +57,9 @@ _PIECES = [b"", b" ", b"\n", b"\r\n", b"\t", b"\x0b", b"\x0c", b"{", b"}", b"[",
            b"\xef\xbb\xbf", b'{"steps": [{"tool": "t"}]}', b"null", b'"s"', b"\x00", b'{"a": 1} {"b": 2}']
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# The counterexamples random runs found are pinned below, and CI runs derandomised (tests/conftest.py): 300 random
+# examples on top of them.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(_PIECES), max_size=8))
 @example([b"\x0b", b"\n", b'{"steps": []}'])
 @example([b'{"steps": []}', b"\n", b"\x0c"])

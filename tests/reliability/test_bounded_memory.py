@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import Span
 from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
 from otel_loopguard.core.engine import TraceState
 from tests.reliability.conftest import KEY, build_pipeline, settle
-from tests.reliability.load import TraceLoad, deep_size, live_instances, one_trace_calls
+from tests.reliability.load import TraceLoad, deep_size, live_counts, one_trace_calls
 
 MAX_TRACES = LoopGuardConfig().max_traces  # the default (10 000): the test must exercise the shipped limit
 
@@ -27,13 +27,13 @@ def test_twenty_thousand_traces_with_abandoned_roots_stay_within_max_traces() ->
     load = TraceLoad(pipeline.provider.get_tracer("memory"), end_every=4, ttl_jump_every=15_000)
 
     # Live objects are counted against what the process held before (other test modules may keep some alive).
-    states_before, spans_before = live_instances(TraceState), live_instances(Span)
+    states_before, spans_before = live_counts(TraceState, Span)
     checkpoints = []
     for _ in range(4):
         load.run(5_000)
         settle(processor)
-        checkpoints.append((processor.tracked_traces, live_instances(TraceState) - states_before,
-                            live_instances(Span) - spans_before))
+        states, spans = live_counts(TraceState, Span)
+        checkpoints.append((processor.tracked_traces, states - states_before, spans - spans_before))
 
     for tracked, states, spans in checkpoints:
         assert tracked <= MAX_TRACES
@@ -76,13 +76,14 @@ def test_one_long_trace_through_the_processor_keeps_process_objects_bounded() ->
     """Ten thousand tool spans in one open trace leave no span objects behind and keep one trace state."""
     # Counted against what the process held before: objects another test module keeps alive for the whole
     # session (a module-level engine state, say) are not this pipeline's.
-    states_before, spans_before = live_instances(TraceState), live_instances(Span)
+    states_before, spans_before = live_counts(TraceState, Span)
     pipeline = build_pipeline(export_spans=False)
     tracer = pipeline.provider.get_tracer("long")
     one_trace_calls(tracer, 10_000)
     settle(pipeline.processor)
     assert pipeline.processor.tracked_traces == 1
-    assert live_instances(TraceState) - states_before == 1
-    assert live_instances(Span) - spans_before <= 1  # only the open root
+    states, spans = live_counts(TraceState, Span)
+    assert states - states_before == 1
+    assert spans - spans_before <= 1  # only the open root
     assert pipeline.metric_total("loopguard.tool_calls") == 10_000
     pipeline.shutdown()

@@ -31,7 +31,9 @@ class Serve:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPGUARD_"))}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_loopguard.cli", "serve", "--grpc", "", "--http", "127.0.0.1:0", *args],
+            # No status page: its fixed default port (4319) would collide with another test run on the machine.
+            [sys.executable, "-m", "otel_loopguard.cli", "serve", "--grpc", "", "--http", "127.0.0.1:0", "--status", "",
+             *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**environ, **(env or {})})
         self.lines: list[str] = []
         self._ready = threading.Event()
