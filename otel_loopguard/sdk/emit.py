@@ -25,11 +25,7 @@ from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span
 from .._version import VERSION
 from ..conventions import names as n
 from ..conventions.verdicts import VerdictEvent as VerdictEvent  # re-exported: listeners import it from here
-
-# Re-exported: the bound is the one escaping module's (conventions bound version values with it too).
-from ..core.escape import MAX_NAME_CHARS as MAX_NAME_CHARS
-from ..core.escape import bounded_name as bounded_name
-from ..core.escape import escaped
+from ..core.escape import bounded_name, escaped
 from ..core.model import STUCK
 from ..core.outcome import TaskOutcome
 

@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_loopguard import LoopGuardSpanProcessor
 from otel_loopguard.core.config import LoopGuardConfig
-from otel_loopguard.sdk.emit import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, bounded_name, bounded_text
+from otel_loopguard.core.escape import MAX_NAME_CHARS, bounded_name
+from otel_loopguard.sdk.emit import MAX_MESSAGE_CHARS, bounded_text
 from otel_loopguard.sdk.providers import build_providers, service_resource
 from otel_loopguard.serve.server import Server
 from tests.support.otlp_receiver import RecordingOTLPReceiver
