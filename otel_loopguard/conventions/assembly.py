@@ -208,7 +208,7 @@ class TraceRecord:
 
     def pending_calls(self) -> list[Step]:
         """At the trace's finish: the calls derived from its model spans that never got a result, to be judged now
-        without one (none while its calls are read from tool spans)."""
+        without one, after the trace's other steps (none while its calls are read from tool spans)."""
         turns = self.turns
         return turns.judge.finish() if turns is not None and turns.judge.derive else []
 

@@ -27,7 +27,9 @@ output) and, in the next call's input, their results. This module reads them:
   (an instrumentation's span and the Anthropic SDK's own span of one call share a ``gen_ai.response.id``; ADK's
   ``call_llm`` wraps its ``generate_content`` span), and, while the trace has no tool span, a *derived* tool call
   per requested call, its result taken from the first later input that holds it (matched by call id: ids are
-  volatile, never part of a signature). Derived steps have origin :data:`ORIGIN_DERIVED`.
+  volatile, never part of a signature). Derived steps have origin :data:`ORIGIN_DERIVED`. A call whose result is
+  still missing when the trace ends is judged without one, after every other step of the trace
+  (:attr:`~otel_loopguard.core.judge.Step.at_end`): the live paths learn only then that no result will come.
 
 Call identity: a call id joins a call with its result, and one call recorded by two spans, but an id repeated by
 another model turn is a new call (numbered by occurrence, in the requests and in the results alike), and an id of
@@ -47,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from ..core.cost import Usage
-from ..core.judge import Step
+from ..core.judge import STEP_ORDER, Step
 from ..core.model import ToolCall
 from . import names as n
 
@@ -694,9 +696,11 @@ class TurnJudge:
         return out
 
     def finish(self) -> list[Step]:
-        """Derived calls still waiting for a result: judged without one."""
+        """Derived calls still waiting for a result: judged without one, after every other step of the trace
+        (:attr:`~otel_loopguard.core.judge.Step.at_end`), in the order the judge sorts them."""
         out = [self._step(p, None, None) for p in self._pending] if self.derive else []
         self._pending.clear()
+        out.sort(key=STEP_ORDER)
         return out
 
     # -- internals -------------------------------------------------------------------------------------------------
@@ -768,6 +772,7 @@ class TurnJudge:
         return None
 
     def _step(self, pending: _Pending, result: Any, at: Turn | None) -> Step:
+        # ``at``: the turn whose input shows the call's result, or that it has none; None at the trace's end.
         turn = pending.turn
         if pending.call_id is not None:
             self._emitted.add(pending.call_id)
@@ -790,4 +795,4 @@ class TurnJudge:
         span_id = (turn.span_id * 1_000_003 + pending.position + 1) & _MASK64 or 1
         return Step(span_id=span_id, parent_span_id=turn.parent_span_id, start_ns=turn.end_ns,
                     end_ns=max(end_ns, turn.end_ns), call=call, agent=turn.agent, conversation=turn.conversation,
-                    origin=ORIGIN_DERIVED)
+                    origin=ORIGIN_DERIVED, at_end=at is None)

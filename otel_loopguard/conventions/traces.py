@@ -509,8 +509,9 @@ class AssembledTrace(msgspec.Struct, frozen=True):
 
     Attributes:
         trace_id: the trace id.
-        steps: the steps in judge order (start time, end time, span id), nested spans of one call joined, calls
-            derived from model spans included, duplicate deliveries dropped.
+        steps: the steps in judge order (:data:`~otel_loopguard.core.judge.STEP_ORDER`: start time, end time,
+            span id; derived calls left without a result last), nested spans of one call joined, calls derived from
+            model spans included, duplicate deliveries dropped.
         max_end_ns: the end of the trace's last span (0 when unknown).
         source: the files it was read from (the first few).
         attributes: the values of the ``group_by`` attributes (the earliest span that has one gives it).

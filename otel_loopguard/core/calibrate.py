@@ -51,7 +51,7 @@ from .agent_steps import NEWS_ONLY
 from .config import LoopGuardConfig, ToolSettings, _optional_pattern, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
-from .judge import Step, TraceJudge
+from .judge import STEP_ORDER, Step, TraceJudge
 from .model import RULE_FREQUENCY, RULE_OUTPUT_REPETITION, RULE_PERIOD, STEP_KINDS, STEP_TOOL, STUCK
 
 if sys.version_info >= (3, 11):
@@ -325,10 +325,6 @@ def _tool_values(values: Mapping[str, Any]) -> dict[str, Any]:
 # -- traces, read once -----------------------------------------------------------------------------------------
 
 
-def _order(step: Step) -> tuple[int, int, int]:
-    return step.start_ns, step.end_ns, step.span_id
-
-
 class CalibrationTrace:
     """One trace as the sweep needs it: its judge steps, read once and kept for every setting.
 
@@ -344,7 +340,7 @@ class CalibrationTrace:
         in_order: the steps are a steps file's, judged in the order given (their times may be absent).
         last_end: the end of the trace's last span, epoch seconds (default: the last end among its steps).
 
-    The steps are put once in the order the judge judges them (start time, then end time and span id), so each
+    The steps are put once in the order the judge judges them (:data:`~.judge.STEP_ORDER`), so each
     setting's judge finds them ready (joining nested spans is the assembler's, which knows the conventions: this
     layer may not import them). From the same order come the
     times and the cumulative model cost at each tool call, for the delays. The tool steps are also kept apart:
@@ -359,7 +355,7 @@ class CalibrationTrace:
                  in_order: bool = False, last_end: float | None = None) -> None:
         ordered = list(steps)
         if not in_order:
-            ordered.sort(key=_order)
+            ordered.sort(key=STEP_ORDER)
         self.steps: tuple[Step, ...] = tuple(ordered)
         #: The tool steps alone: what a setting without a cost budget needs (model usage then decides nothing).
         self.tool_steps: tuple[Step, ...] = tuple(s for s in ordered if s.call is not None)

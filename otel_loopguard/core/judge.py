@@ -7,7 +7,10 @@ between the spans and the engine:
 * **de-duplication**: a span id seen twice counts once (exporter and Collector retries, overlapping export files);
 * **nesting**: nested tool spans of one call count once (:class:`Nesting`; the default joins an MCP client span
   into the ``execute_tool`` span around it);
-* **order**: steps are judged in start-time order (ties by end time, then span id), whatever order they arrive in;
+* **order**: steps are judged in start-time order (ties by end time, then span id), whatever order they arrive in,
+  except the steps known only when their trace ended (:attr:`Step.at_end`: calls derived from model spans that never
+  got a result), judged after all the others: the live paths cannot know them earlier, so every path judges them
+  last (:data:`STEP_ORDER`);
 * **compact memory**: argument and result text longer than ``max_argument_bytes`` is replaced by a short digest
   text before it is kept (the engine never parses such text: it compares it whole, and so does the digest);
 * **the engine**: :meth:`LoopEngine.observe`, :meth:`~LoopEngine.add_usage` and :meth:`~LoopEngine.reevaluate`;
@@ -48,6 +51,7 @@ __all__ = [
     "MCP_CLIENT_NESTING",
     "ORIGIN_MCP_CLIENT",
     "Judged",
+    "STEP_ORDER",
     "Nesting",
     "NestingRule",
     "Step",
@@ -71,7 +75,10 @@ MAX_HELD = 256
 #: Estimated bytes of one kept step besides its argument and result text (the struct, its call, ids and times).
 STEP_OVERHEAD_BYTES = 480
 
-_ORDER = attrgetter("start_ns", "end_ns", "span_id")
+#: The order a judge judges a trace's steps in: steps known only at the trace's end last, then start time, end time
+#: and span id (``audit``, calibration's replay and ``serve``'s exact re-judgement sort by it; the live paths meet
+#: it by judging :attr:`Step.at_end` steps when the trace ends).
+STEP_ORDER = attrgetter("at_end", "start_ns", "end_ns", "span_id")
 
 
 class Step(msgspec.Struct, frozen=True, gc=False):
@@ -97,6 +104,8 @@ class Step(msgspec.Struct, frozen=True, gc=False):
             sequence of its own (:class:`~.agent_steps.Lanes`), its ``call`` built by its reader.
         chunk: for a model turn, the chunk its output's tail repeats, as (length, count)
             (:func:`~.agent_steps.tail_repetition`).
+        at_end: the step is known only when its trace ended (a call derived from a model span that never got its
+            result): it is judged after every other step of the trace, whatever its times (:data:`STEP_ORDER`).
     """
 
     span_id: int
@@ -111,6 +120,7 @@ class Step(msgspec.Struct, frozen=True, gc=False):
     origin: str = ""
     kind: StepKind = STEP_TOOL
     chunk: tuple[int, int] | None = None
+    at_end: bool = False
 
 
 class NestingRule(msgspec.Struct, frozen=True):
@@ -307,7 +317,7 @@ def join_nested(steps: list[Step], nesting: Nesting) -> list[Step]:
         out.extend(children)
         joined = True
     if joined:
-        out.sort(key=_ORDER)
+        out.sort(key=STEP_ORDER)
     return out
 
 
@@ -487,7 +497,7 @@ class TraceJudge:
         self._held: dict[int, list[Step]] = {}
         self._held_count = 0
         self._inner_parents: set[int] = set()
-        self._last: tuple[int, int, int] | None = None
+        self._last: tuple[bool, int, int, int] | None = None
         #: Bytes the kept steps hold (estimated); 0 when steps are not kept.
         self.kept_bytes = 0
         #: Deliveries of a span already seen.
@@ -667,7 +677,7 @@ class TraceJudge:
         under many settings, so it judges exactly the steps ``audit`` judges.
         """
         steps = [*self._ready, *(s for children in self._held.values() for s in children)]
-        steps.sort(key=_ORDER)
+        steps.sort(key=STEP_ORDER)
         return join_nested(steps, self._nesting) if self._inner else steps
 
     def discard(self, origin: str) -> int:
@@ -736,7 +746,7 @@ class TraceJudge:
             judged.append(step)
         out: list[Judged] = []
         # What _feed_all does with this one step (ordered), inline.
-        key = (step.start_ns, step.end_ns, step.span_id)
+        key = (step.at_end, step.start_ns, step.end_ns, step.span_id)
         last = self._last
         if last is not None and key < last:
             self._reorder()
@@ -770,7 +780,7 @@ class TraceJudge:
         self._ready = []
         inner = self._inner
         if len(ready) > 1:
-            ready.sort(key=_ORDER)
+            ready.sort(key=STEP_ORDER)
             if inner:
                 ready = self._live_join(ready)
         elif inner and (self._held or self._inner_parents or ready[0].origin in inner):
@@ -820,11 +830,11 @@ class TraceJudge:
         self._reset()
         self._ready = []
         self.reordered = False
-        steps = sorted(log, key=_ORDER)
+        steps = sorted(log, key=STEP_ORDER)
         if self._inner:
             steps = join_nested(steps, self._nesting)
         self._feed_all(steps, untimed_at, out, told=before)
-        self._last = (steps[-1].start_ns, steps[-1].end_ns, steps[-1].span_id) if steps else None
+        self._last = STEP_ORDER(steps[-1]) if steps else None
         if before is not None and self._emitted is not None:
             self.retracted += len(before - self._emitted)
 
@@ -850,7 +860,7 @@ class TraceJudge:
                     self._held_count -= len(children)
                     extra.extend(children)
             if extra:
-                ready = sorted(ready + extra, key=_ORDER)
+                ready = sorted(ready + extra, key=STEP_ORDER)
         in_batch = {s.span_id for s in ready if s.call is not None}
         joinable = False
         for step in ready:
@@ -881,7 +891,7 @@ class TraceJudge:
         last = self._last
         for step in steps:
             if ordered:
-                key = (step.start_ns, step.end_ns, step.span_id)
+                key = (step.at_end, step.start_ns, step.end_ns, step.span_id)
                 if last is not None and key < last:
                     self._reorder()
                 else:

@@ -167,12 +167,13 @@ def test_derived_steps_in_full() -> None:
 
 
 def test_a_call_never_answered_is_judged_at_finish() -> None:
-    # No later input: at finish the call is judged without a result, ending where its model call ended (2 s).
+    # No later input: at finish the call is judged without a result, ending where its model call ended (2 s), and
+    # marked at_end (judged after the trace's other steps: the live paths know only now that no result comes).
     judge = TurnJudge()
     judge.add(_turn(1, 0, 2, calls=[("c1", "search", "{}")]))
     assert judge.finish() == [Step(span_id=1_000_004, start_ns=2 * S, end_ns=2 * S,
                                    call=ToolCall("search", "{}", True, None, False, start=2.0, end=2.0),
-                                   origin=ORIGIN_DERIVED)]
+                                   origin=ORIGIN_DERIVED, at_end=True)]
     assert judge.derived == 1 and judge.finish() == []
 
 

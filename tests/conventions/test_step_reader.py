@@ -349,13 +349,13 @@ def test_calls_derived_from_turns_in_any_order(judge_of: Callable[[str], _Record
 
 def test_a_call_never_answered_is_judged_without_a_result(judge_of: Callable[[str], _Recorder]) -> None:
     # The only turn asks for c1 and no later input comes: at the end c1 is judged without a result, from the turn's
-    # end to its end (2 s); span id 11 * 1 000 003 + 1.
+    # end to its end (2 s); span id 11 * 1 000 003 + 1; marked at_end, so it is judged after the trace's other steps.
     collector = _collector()
     collector.add(_model(1, 11, 0, 2, outputs=_asks(("c1", "search", {"q": 1}))), "a")
     collector.finish()
     assert judge_of(_tid(1)).given[1:] == [
         Step(span_id=11_000_034, start_ns=2 * S, end_ns=2 * S, origin=ORIGIN_DERIVED,
-             call=ToolCall("search", {"q": 1}, True, None, False, start=2.0, end=2.0))]
+             call=ToolCall("search", {"q": 1}, True, None, False, start=2.0, end=2.0), at_end=True)]
 
 
 def test_a_turn_delivered_twice_is_read_once(judge_of: Callable[[str], _Recorder]) -> None:

@@ -33,11 +33,6 @@ from tests.support.span_replay import ReplayIdGenerator, replay_spans
 #: The multi-agent, sub-agent and model-turn recordings (``tests/support/agent_step_fixtures.py``).
 AGENT_FILES = sorted(AGENT_FIXTURES.glob("*__*.json"))
 FILES = judged_fixture_files() + AGENT_FILES
-#: Files on which the live paths (processor, serve) tell the same transitions in another order than audit and
-#: calibrate, a product divergence reported with issue 30: under Logfire the hand-off ping-pong's tool calls seen only
-#: in the model's responses go uncertain at call 2, and the live paths tell it after the hand-offs' stuck at 6
-#: (audit and calibrate before it). Strict: the test fails once the paths agree, so this entry is then removed.
-DIVERGENT = {"openai_agents_logfire__handoff_ping_pong": "live paths tell the model-response calls' verdict later"}
 #: Decoded spans by fixture file, read once per module (the fixture below fills it).
 Spans = dict[Path, list[Any]]
 #: A trace's verdict sequence: ("t", call index, from, to, rule) per transition, ("i", call index, action, rule)
@@ -136,12 +131,7 @@ def test_every_recorded_fixture_is_judged() -> None:
     assert (len(FILES), len(AGENT_FILES)) == (302 + 20, 20)
 
 
-def _cases() -> list[Any]:
-    marks = {stem: pytest.mark.xfail(reason=why, strict=True) for stem, why in DIVERGENT.items()}
-    return [pytest.param(p, id=p.stem, marks=marks.get(p.stem, ())) for p in FILES]
-
-
-@pytest.mark.parametrize("path", _cases())
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_four_paths_give_one_verdict_sequence(path: Path, audited: dict[Path, dict[str, Sequence]],
                                               four_paths: dict[str, dict[str, Sequence]]) -> None:
     """The processor, serve, audit and calibrate decide the same transitions and interventions at the same calls."""
