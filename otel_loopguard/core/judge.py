@@ -50,8 +50,8 @@ from .step_audit import StepAudit
 __all__ = [
     "MCP_CLIENT_NESTING",
     "ORIGIN_MCP_CLIENT",
-    "Judged",
     "STEP_ORDER",
+    "Judged",
     "Nesting",
     "NestingRule",
     "Step",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 
 from otel_loopguard.core.config import LoopGuardConfig
@@ -219,3 +220,49 @@ def test_the_step_audit_follows_start_order() -> None:
     steps = loop(3)
     report = whole([steps[2], steps[0], steps[1]]).report("x", None)
     assert report.violations == ('repeat_loop:search|q=x@0',)
+
+
+def _with_a_call_known_at_the_end() -> tuple[list[Step], Step]:
+    """Identical searches at 1-4 s (span ids 10-13) and a fetch at 0 s without a result known only when the trace
+    ended (``at_end``, span id 20: a call derived from a model span that never got its result)."""
+    searches = [call_step(10 + i, 1 + i) for i in range(4)]
+    fetch = msgspec.structs.replace(call_step(20, 0, tool="fetch", args='{"u": 1}', result=None), at_end=True)
+    return searches, fetch
+
+
+def test_a_step_known_at_the_end_is_judged_after_the_others() -> None:
+    """A step marked at_end is judged after every other step whatever its start: the four searches first (stuck and
+    nudged at index 2, stopped at 3), the fetch last (index 4, no result: no new evidence, still stuck)."""
+    searches, fetch = _with_a_call_known_at_the_end()
+    for steps in ([fetch, *searches], [*searches, fetch], [searches[2], fetch, searches[0], searches[3], searches[1]]):
+        judge = whole(steps)
+        # In start order (fetch first) the third search would be index 3: stuck, nudged at 3, stopped at 4.
+        assert summary(judge) == ("stuck", 5, [(2, "stuck")], [(2, "nudge"), (3, "stop")])
+    judge = TraceJudge(ENGINE)
+    for step in (fetch, *searches):
+        judge.add(step)
+    assert [s.span_id for s in judge.assembled()] == [10, 11, 12, 13, 20]
+
+
+def test_a_step_known_at_the_end_is_not_a_late_arrival() -> None:
+    """Live (``serve``): the at_end step added at the finish is judged last without making the judge reordered;
+    after a late arrival, the exact re-judgement at the finish still judges it last."""
+    searches, fetch = _with_a_call_known_at_the_end()
+    judge = TraceJudge(ENGINE, track_events=True)
+    for step in searches:
+        judge.add(step)
+        judge.advance()
+    judge.add(fetch)
+    judge.finish(None)
+    assert (judge.reordered, judge.rejudged) == (False, 0)
+    assert summary(judge) == ("stuck", 5, [(2, "stuck")], [(2, "nudge"), (3, "stop")])
+    # Searches arriving 11 10 12 13: 10 is late (reordered), so the finish judges 10 11 12 13 20 again, exactly.
+    judge = TraceJudge(ENGINE, track_events=True)
+    for step in (searches[1], searches[0], searches[2], searches[3]):
+        judge.add(step)
+        judge.advance()
+    assert judge.reordered
+    judge.add(fetch)
+    judge.finish(None)
+    assert judge.rejudged == 1
+    assert summary(judge) == ("stuck", 5, [(2, "stuck")], [(2, "nudge"), (3, "stop")])

@@ -4,10 +4,12 @@ sequence: the four adapters share one assembler and one judge.
 The fixtures are the judged agent-framework recordings and the multi-agent ones (``otlp/agents``: hand-offs,
 sub-agents, model turns). Each file is decoded once and its spans shared by the processor, ``serve`` and ``audit``
 (``calibrate`` reads the file itself, through its own reader); the per-file tests compare what the one module-wide
-run decided."""
+run decided. A trace built here with the SDK checks the one order rule the live paths impose: calls derived from
+model spans that never got a result are judged after the trace's other steps."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.sdk.processor import LoopGuardSpanProcessor
 from otel_loopguard.serve.server import Server
 from tests.support.agent_step_fixtures import AGENT_FIXTURES
+from tests.support.chat_traces import model_span_trace
 from tests.support.recorded_fixtures import FIXTURE_DIRS, judged_fixture_files
 from tests.support.span_replay import ReplayIdGenerator, replay_spans
 
@@ -140,3 +143,37 @@ def test_four_paths_give_one_verdict_sequence(path: Path, audited: dict[Path, di
     for trace_id, expected in audit.items():
         got = {name: judged.get(trace_id) for name, judged in four_paths.items()}
         assert got == dict.fromkeys(four_paths, expected), trace_id
+
+
+def _asks_for_lookup(turn: int) -> tuple[str, dict[str, Any]]:
+    """A model span (GenAI conventions, output only) asking for ``lookup_order({"order": 7})``."""
+    output = [{"role": "assistant", "finish_reason": "tool_calls", "parts": [
+        {"type": "tool_call", "id": f"call_{turn}", "name": "lookup_order", "arguments": {"order": 7}}]}]
+    return "chat scripted-model", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "scripted-model",
+                                   "gen_ai.output.messages": json.dumps(output)}
+
+
+def _handoff(index: int) -> tuple[str, dict[str, Any]]:
+    """Logfire's hand-off span, triage -> billing on even ``index``, billing -> triage on odd."""
+    source, target = ("triage_agent", "billing_agent") if index % 2 == 0 else ("billing_agent", "triage_agent")
+    return f"Handoff: {source} → {target}", {"from_agent": source, "to_agent": target}
+
+
+def test_derived_calls_without_a_result_are_judged_last_on_every_path(tmp_path: Path) -> None:
+    """Calls derived early from model spans, never answered, then a hand-off ping-pong: all four paths judge the
+    hand-offs first and the unanswered calls at the end, as the live paths must."""
+    # One span after another (20 ms apart): three model spans asking for the same lookup (none records its input,
+    # so no result ever comes), then eight hand-offs alternating triage/billing with nothing in between.
+    path = tmp_path / "sdk__unanswered_calls_then_handoffs.json"
+    model_span_trace(path, [_asks_for_lookup(i) for i in range(3)] + [_handoff(i) for i in range(8)])
+    config = LoopGuardConfig()
+    spans = list(read_spans(str(path)))
+    # Hand-offs 0-7: triage->billing is seen a third time at hand-off 4 (frequency limit 3): stuck, nudged; at 5 the
+    # period-2 suffix holds three cycles: still stuck after the nudge, stopped. Then, at the trace's end, the three
+    # lookups without a result: the third (tool call 2) repeats with no evidence, uncertain. Judged in start order
+    # (the lookups end at 20, 40, 60 ms, before the first hand-off at 70 ms) the uncertain would come first.
+    expected = [("t", 4, "working", "stuck", "frequency"), ("t", 2, "working", "uncertain", "evidence"),
+                ("i", 4, "nudge", "frequency"), ("i", 5, "stop", "period")]
+    got = {"audit": _audit(path, spans, config), "calibrate": _calibrate(path, config),
+           "processor": _processor({path: spans}, config), "serve": _serve({path: spans}, config)}
+    assert {name: list(judged.values()) for name, judged in got.items()} == {name: [expected] for name in got}
