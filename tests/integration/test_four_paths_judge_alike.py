@@ -159,21 +159,49 @@ def _handoff(index: int) -> tuple[str, dict[str, Any]]:
     return f"Handoff: {source} → {target}", {"from_agent": source, "to_agent": target}
 
 
+#: The SDK-built trace below, judged: hand-offs 0-7 first (triage->billing seen a third time at hand-off 4, the
+#: frequency limit 3: stuck, nudged; at 5 the period-2 suffix holds three cycles: still stuck after the nudge, stopped),
+#: then, at the trace's end, the three lookups without a result (the third, tool call 2, repeats with no evidence:
+#: uncertain). Judged in start order (the lookups end at 20, 40 and 60 ms, the first hand-off starts at 70 ms) the
+#: uncertain would come first.
+UNANSWERED_THEN_HANDOFFS = [("t", 4, "working", "stuck", "frequency"), ("t", 2, "working", "uncertain", "evidence"),
+                            ("i", 4, "nudge", "frequency"), ("i", 5, "stop", "period")]
+
+
+def _unanswered_calls_then_handoffs(tmp_path: Path) -> tuple[Path, list[Any]]:
+    """One span after another (20 ms apart) written through the SDK: three model spans asking for the same lookup
+    (none records its input, so no result ever comes), then eight hand-offs alternating triage/billing."""
+    path = tmp_path / "sdk__unanswered_calls_then_handoffs.json"
+    model_span_trace(path, [_asks_for_lookup(i) for i in range(3)] + [_handoff(i) for i in range(8)])
+    return path, list(read_spans(str(path)))
+
+
 def test_derived_calls_without_a_result_are_judged_last_on_every_path(tmp_path: Path) -> None:
     """Calls derived early from model spans, never answered, then a hand-off ping-pong: all four paths judge the
     hand-offs first and the unanswered calls at the end, as the live paths must."""
-    # One span after another (20 ms apart): three model spans asking for the same lookup (none records its input,
-    # so no result ever comes), then eight hand-offs alternating triage/billing with nothing in between.
-    path = tmp_path / "sdk__unanswered_calls_then_handoffs.json"
-    model_span_trace(path, [_asks_for_lookup(i) for i in range(3)] + [_handoff(i) for i in range(8)])
+    path, spans = _unanswered_calls_then_handoffs(tmp_path)
     config = LoopGuardConfig()
-    spans = list(read_spans(str(path)))
-    # Hand-offs 0-7: triage->billing is seen a third time at hand-off 4 (frequency limit 3): stuck, nudged; at 5 the
-    # period-2 suffix holds three cycles: still stuck after the nudge, stopped. Then, at the trace's end, the three
-    # lookups without a result: the third (tool call 2) repeats with no evidence, uncertain. Judged in start order
-    # (the lookups end at 20, 40, 60 ms, before the first hand-off at 70 ms) the uncertain would come first.
-    expected = [("t", 4, "working", "stuck", "frequency"), ("t", 2, "working", "uncertain", "evidence"),
-                ("i", 4, "nudge", "frequency"), ("i", 5, "stop", "period")]
     got = {"audit": _audit(path, spans, config), "calibrate": _calibrate(path, config),
            "processor": _processor({path: spans}, config), "serve": _serve({path: spans}, config)}
-    assert {name: list(judged.values()) for name, judged in got.items()} == {name: [expected] for name in got}
+    assert {name: list(judged.values()) for name, judged in got.items()} == {
+        name: [UNANSWERED_THEN_HANDOFFS] for name in got}
+
+
+def test_serve_judging_again_exactly_keeps_unanswered_calls_last(tmp_path: Path) -> None:
+    """``serve`` given the spans one per request, latest start first: the model spans come out of end order, so at
+    the finish their calls are derived again and the trace judged again exactly, the unanswered calls still last."""
+    _, spans = _unanswered_calls_then_handoffs(tmp_path)
+    logger_provider, meter_provider = LoggerProvider(), MeterProvider()
+    server = Server(LoopGuardConfig(), grpc_address=None, http_address=None, idle=3600,
+                    logger_provider=logger_provider, meter_provider=meter_provider)
+    reports: list[Any] = []
+    server.add_report_listener(reports.append)
+    try:
+        for span in sorted(spans, key=lambda s: s.start_ns, reverse=True):
+            server.ingest([span])
+        server.finish_all()
+    finally:
+        logger_provider.shutdown()
+        meter_provider.shutdown()
+    assert [_sequence(r.transitions, r.interventions) for r in reports] == [UNANSWERED_THEN_HANDOFFS]
+    assert server.stats().rejudged_traces == 1
