@@ -98,6 +98,15 @@ class ConnectionStats:
     accept_errors: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Processed:
+    """What a worker thread hands back to the event loop for one request: the HTTP status and the reply body (an
+    error message unless the status is 200)."""
+
+    status: int
+    body: bytes
+
+
 class _Slot:
     """One accepted connection, from ``accept`` to close (through its TLS handshake)."""
 
@@ -452,12 +461,12 @@ class OTLPHTTPServer:
                 return self._refuse(400, content_type, INVALID_ARGUMENT, "body shorter than Content-Length"
                                     if length is not None else "body ended before its last chunk")
             loop = asyncio.get_running_loop()
-            status, reply = await loop.run_in_executor(self._pool, self._process, body, content_type, encoding,
-                                                       request.remote or "", tenant)
-        if status != 200:
-            return self._refuse(status, content_type, INVALID_ARGUMENT if status == 400 else RESOURCE_EXHAUSTED,
-                                reply.decode())
-        return self._answer(200, content_type, reply)
+            done = await loop.run_in_executor(self._pool, self._process, body, content_type, encoding,
+                                              request.remote or "", tenant)
+        if done.status != 200:
+            return self._refuse(done.status, content_type,
+                                INVALID_ARGUMENT if done.status == 400 else RESOURCE_EXHAUSTED, done.body.decode())
+        return self._answer(200, content_type, done.body)
 
     @staticmethod
     async def _read_body(content: StreamReader, limit: int) -> bytes:
@@ -478,14 +487,14 @@ class OTLPHTTPServer:
         return None if tenant is None else tenant if self._token.named else ""
 
     def _process(self, body: bytes, content_type: str, encoding: str, peer: str,
-                 tenant: str = "") -> tuple[int, bytes]:
-        """On a worker thread: decompress, decode and judge; (200, reply) or (status, error message)."""
+                 tenant: str = "") -> _Processed:
+        """On a worker thread: decompress, decode and judge; 200 and the reply, or the status and error message."""
         limit = self.settings.max_body
         try:
             spans, plain = decode(body, content_type, encoding, limit)
         except RequestTooLarge:
-            return 413, f"decompressed body is over the limit of {limit} bytes".encode()
+            return _Processed(413, f"decompressed body is over the limit of {limit} bytes".encode())
         except InputError as exc:
-            return 400, str(exc).encode()
+            return _Processed(400, str(exc).encode())
         partial = self.sink(spans, plain, content_type, peer, tenant)
-        return 200, success_body(content_type, partial)
+        return _Processed(200, success_body(content_type, partial))
