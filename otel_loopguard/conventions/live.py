@@ -196,12 +196,36 @@ class LiveAssembler:
         # Causes of unread input already logged (each reason and set of keys once).
         self._unread_logged = UnreadLog()
         self.tool_counts: dict[str, int] = {}
+        # The slot of the trace judged last, with its trace id (see slot()).
+        self._last_slot: tuple[Hashable, Any] | None = None
+        # Bound once: read for every tool span.
+        self._events = host.events
+        self._learn = host.learn
 
     # -- records -----------------------------------------------------------------------------------------------------
 
     def slot(self, trace_id: int, now: float) -> Any:
-        """The store slot of a trace (created when missing), marked as used at ``now``."""
-        return self._store.slot(trace_id, now)
+        """The store slot of a trace (created when missing), marked as used at ``now``.
+
+        Speed trick (docs/architecture.md): the slot of the trace judged last is reused while the store still holds
+        it, after one dict lookup instead of the store's locked LRU update; it is the most recently used slot
+        already, so only its time changes (expiry of idle traces waits for the next other trace).
+        """
+        last = self._last_slot
+        if last is not None and last[0] == trace_id:
+            slot = last[1]
+            if self._store.get(trace_id) is slot.state:
+                slot.seen = now
+                return slot
+        slot = self._store.slot(trace_id, now)
+        self._last_slot = (trace_id, slot)
+        return slot
+
+    def forget(self, key: Hashable) -> None:
+        """A record left the store: the reused slot goes too, so its state is freed at once."""
+        last = self._last_slot
+        if last is not None and last[0] == key:
+            self._last_slot = None
 
     def take_counts(self) -> dict[str, int]:
         """The tool calls judged per tool name since the last call (then forgotten)."""
@@ -274,10 +298,10 @@ class LiveAssembler:
         """Judge a tool span's call in its trace: the call is read before the trace's lock is taken, and the trace's
         bookkeeping and its judging share one hold of that lock."""
         attrs, name, end = span.attrs, span.name, span.end_ns
-        now = span.now()
+        now = end * 1e-9 if end else time.time()
         # The span's events are read only when the convention keeps content in events or the call failed.
         call = self._extractor.call_of(row, attrs, name, span.start_ns, end, span.error, span.description,
-                                       self._host.events(span.span))
+                                       self._events(span.span))
         slot = self.slot(span.trace_id, now)
         judged: list[Step] = []
         told: list[Judged] = []
@@ -308,15 +332,15 @@ class LiveAssembler:
         """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): versions, agents, the
         end times and the unread note. Returns the call's agent span."""
         attrs = span.attrs
-        self._versions(record, attrs, span.resource, span.start_ns, span.span_id)
-        self._host.learn(span.trace_id, record)
+        record.versions.note(self._read_versions(attrs, span.resource), span.start_ns, span.span_id)
+        self._learn(span.trace_id, record)
         # The trace's calls are read from its tool spans: none is derived from its model spans.
         record.tools_seen()
         record.tool_ended(span.end_ns)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
         captured = call.arguments_captured and call.result_captured
         record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
-                                 () if captured else self._host.events(span.span), None if captured else convention)
+                                 () if captured else self._events(span.span), None if captured else convention)
         return record.agent_span_at(span.end_ns) if record.agents else None
 
     def _model(self, span: EndedSpan) -> None:
@@ -328,7 +352,7 @@ class LiveAssembler:
         with slot.lock:
             record = slot.state
             self._versions(record, attrs, span.resource, span.start_ns, span.span_id)
-            self._host.learn(span.trace_id, record)
+            self._learn(span.trace_id, record)
             key = record.key
             agent = record.agent_span_at(span.end_ns) if record.agents else None
             # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans, tool
@@ -416,7 +440,7 @@ class LiveAssembler:
 
     def _failed(self, span: EndedSpan) -> bool:
         """Whether an agent or root span ended in error (status or an exception event): the task's ``error``."""
-        return ended_in_error(span.error, (name for name, _ in self._host.events(span.span)))
+        return ended_in_error(span.error, (name for name, _ in self._events(span.span)))
 
     # -- judging -----------------------------------------------------------------------------------------------------
 
@@ -487,6 +511,7 @@ class LiveAssembler:
         reported, inner spans held for a parent that never ended judged, the task outcome recorded. Returns the
         trace's own judge (None without one, or when its conversation's judge goes on)."""
         record = self._store.pop(trace_id)
+        self.forget(trace_id)
         if record is None:
             return None
         if root is not None:
@@ -565,6 +590,7 @@ class LiveAssembler:
     def release_all(self) -> None:
         """Release every trace (at shutdown), recording the final figures of those judged."""
         store = self._store
+        self._last_slot = None
         for key in store.tracked_keys():
             record = store.pop(key)
             if record is not None and record.judge is not None:

@@ -352,9 +352,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     # -- what the assembler asks (conventions/live.py Host) ------------------
 
-    def events(self, span: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        """A span's events as (name, attributes), read lazily."""
-        return _events(span)
+    #: A span's events as (name, attributes), read lazily.
+    events = staticmethod(_events)
 
     def learn(self, trace_id: int, record: LiveTrace) -> None:
         """The trace's spans named like agent spans that started without attributes: those that carry an agent
@@ -554,6 +553,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _evicted(self, key: Hashable, record: LiveTrace, reason: str) -> None:
         try:
+            self._live.forget(key)
             if isinstance(key, int):
                 self._roots.pop(key, None)
             if record.judge is not None:
