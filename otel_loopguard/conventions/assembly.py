@@ -148,11 +148,15 @@ class TraceRecord:
     def agent_span_at(self, end_ns: int) -> AgentSpan | None:
         """The innermost agent span holding ``end_ns``: the latest to start, then the earliest to end (ties: the one
         noted first), or None. One rule for both live paths."""
+        agents = self.agents
+        if len(agents) == 1:  # the usual trace: one agent span
+            only = agents[0]
+            return only if only.start_ns <= end_ns <= only.end_ns else None
         best: AgentSpan | None = None
-        for agent in self.agents:
-            if agent.holds(end_ns) and (
-                    best is None or agent.start_ns > best.start_ns
-                    or (agent.start_ns == best.start_ns and agent.end_ns < best.end_ns)):
+        for agent in agents:
+            start = agent.start_ns
+            if start <= end_ns <= agent.end_ns and (
+                    best is None or start > best.start_ns or (start == best.start_ns and agent.end_ns < best.end_ns)):
                 best = agent
         return best
 

@@ -76,6 +76,11 @@ class EndedSpan(msgspec.Struct, frozen=True, gc=False):
 class Host(Protocol):
     """What only the adapter knows: its spans' events, its open spans, and where events go."""
 
+    @property
+    def late(self) -> Mapping[int, Any]:
+        """The spans that started bare and may be agent spans, by trace id (while empty, :meth:`learn` is not
+        asked)."""
+
     def events(self, span: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:
         """A span's events as (name, attributes)."""
 
@@ -201,6 +206,7 @@ class LiveAssembler:
         # Bound once: read for every tool span.
         self._events = host.events
         self._learn = host.learn
+        self._late = host.late
 
     # -- records -----------------------------------------------------------------------------------------------------
 
@@ -333,7 +339,8 @@ class LiveAssembler:
         end times and the unread note. Returns the call's agent span."""
         attrs = span.attrs
         record.versions.note(self._read_versions(attrs, span.resource), span.start_ns, span.span_id)
-        self._learn(span.trace_id, record)
+        if self._late:
+            self._learn(span.trace_id, record)
         # The trace's calls are read from its tool spans: none is derived from its model spans.
         record.tools_seen()
         record.tool_ended(span.end_ns)
@@ -352,7 +359,8 @@ class LiveAssembler:
         with slot.lock:
             record = slot.state
             self._versions(record, attrs, span.resource, span.start_ns, span.span_id)
-            self._learn(span.trace_id, record)
+            if self._late:
+                self._learn(span.trace_id, record)
             key = record.key
             agent = record.agent_span_at(span.end_ns) if record.agents else None
             # One model call counts once (the SDK's own span beside an instrumentation's); without tool spans, tool

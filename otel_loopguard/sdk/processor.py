@@ -211,7 +211,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._store: StateStore[LiveTrace] = StateStore(
             LiveTrace, self.config.max_traces, self.config.trace_ttl_seconds, self._evicted
         )
-        self._live = LiveAssembler(self.config, engine, self._extractor, self._store, self, self._emitter, _logger)
         # Traces whose root ended: what verdict() and check() still answer for them.
         self._finished_traces: StateStore[_Finished] = StateStore(
             _Finished, self.config.max_traces, self.config.trace_ttl_seconds
@@ -226,6 +225,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._roots = Roots()
         # Spans named like agent spans that started without attributes; open tool spans (see sdk/open_spans.py).
         self._late_agents, self._open_tools = LateAgents(self.config.max_traces), OpenTools(MAX_OPEN_TOOLS)
+        self.late = self._late_agents.refs
+        self._live = LiveAssembler(self.config, engine, self._extractor, self._store, self, self._emitter, _logger)
         self._deferred = (
             DeferredWork(self._process, max_queue, self._dropped, on_error=self._worker_failed,
                          on_drained=self._flush_counts) if deferred else None
