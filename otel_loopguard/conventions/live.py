@@ -338,7 +338,9 @@ class LiveAssembler:
         """The trace's bookkeeping for a tool call that ended (caller holds the record's lock): versions, agents, the
         end times and the unread note. Returns the call's agent span."""
         attrs = span.attrs
-        record.versions.note(self._read_versions(attrs, span.resource), span.start_ns, span.span_id)
+        versions = self._read_versions(attrs, span.resource)
+        if versions:
+            record.versions.note(versions, span.start_ns, span.span_id)
         if self._late:
             self._learn(span.trace_id, record)
         # The trace's calls are read from its tool spans: none is derived from its model spans.

@@ -83,6 +83,8 @@ class VersionReader:
         known = self.resource
         if resource is not known[0]:
             known = self.resource = (resource, version_attributes(_EMPTY, resource, self.keys))
+        if self.keys.isdisjoint(attrs):
+            return known[1]  # most spans: one C-level pass
         own = version_attributes(attrs, _EMPTY, self.keys)
         if not own or not known[1]:
             return own or known[1]

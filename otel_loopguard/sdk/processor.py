@@ -92,20 +92,6 @@ def _resource(span: Any) -> Mapping[str, Any]:
     return resource.attributes if resource is not None else _EMPTY
 
 
-def _ended(span: ReadableSpan, attrs: Any) -> EndedSpan:
-    """What the assembler needs of an ended span. ``attrs`` as ``on_end`` read them: the ended SDK span's own
-    (immutable) dict as is, else a copy of the public mapping (whose misses raise and catch KeyError)."""
-    if attrs.__class__ is not dict:
-        attrs = plain_attributes(attrs if attrs is not None else span.attributes)
-    ctx = span.context
-    parent = span.parent
-    status = span.status
-    error = status.status_code is StatusCode.ERROR
-    return EndedSpan(span, ctx, ctx.trace_id, ctx.span_id, parent.span_id if parent is not None else None, span.name,
-                     span.start_time or 0, span.end_time or 0, attrs, _resource(span),
-                     parent is None or parent.is_remote, error, status.description if error else None)
-
-
 # The hooks run for every span of the application, so they read an SDK span's attributes as the SDK stores them:
 # ``span._attributes`` is its ``BoundedAttributes`` and ``._dict`` the plain dict inside (two C-level attribute reads).
 # The public ``span.attributes`` costs a Python property, a Python ``__len__`` and a ``MappingProxyType``, and iterating
@@ -325,7 +311,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
                                           span.start_time or 0, span, item.is_root) and item.is_root:
                     self._roots.add(ctx.trace_id, span)  # not a GenAI span after all: a plain local root
                 return
-            ended = _ended(span, item.attrs)
+            # What the assembler needs of the span, read once. ``attrs`` as on_end read them: the ended SDK span's
+            # own (immutable) dict as is, else a copy of the public mapping (whose misses raise and catch KeyError).
+            attrs = item.attrs
+            if attrs.__class__ is not dict:
+                attrs = plain_attributes(attrs if attrs is not None else span.attributes)
+            ctx = span.context
+            parent = span.parent
+            status = span.status
+            error = status.status_code is StatusCode.ERROR
+            ended = EndedSpan(span, ctx, ctx.trace_id, ctx.span_id, parent.span_id if parent is not None else None,
+                              span.name, span.start_time or 0, span.end_time or 0, attrs, _resource(span),
+                              parent is None or parent.is_remote, error, status.description if error else None)
             if item.genai:
                 self._live.ended(ended, item.parent_open)
             if item.is_root:
