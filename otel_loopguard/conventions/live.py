@@ -344,11 +344,12 @@ class LiveAssembler:
         if self._late:
             self._learn(span.trace_id, record)
         # The trace's calls are read from its tool spans: none is derived from its model spans.
-        record.tools_seen()
+        if not record.has_tools:
+            record.tools_seen()
         record.tool_ended(span.end_ns)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
         captured = call.arguments_captured and call.result_captured
-        record.unread_now().tool(attrs, call.arguments_captured, call.result_captured,
+        (record.unread or record.unread_now()).tool(attrs, call.arguments_captured, call.result_captured,
                                  () if captured else self._events(span.span), None if captured else convention)
         return record.agent_span_at(span.end_ns) if record.agents else None
 
