@@ -348,9 +348,11 @@ class LiveAssembler:
             record.tools_seen()
         record.tool_ended(span.end_ns)
         # Content found: only counted; not found: the span's unknown content-like keys are noted.
-        captured = call.arguments_captured and call.result_captured
-        (record.unread or record.unread_now()).tool(attrs, call.arguments_captured, call.result_captured,
-                                 () if captured else self._events(span.span), None if captured else convention)
+        unread = record.unread or record.unread_now()
+        if call.arguments_captured and call.result_captured:
+            unread.tool_read()
+        else:
+            unread.tool(attrs, call.arguments_captured, call.result_captured, self._events(span.span), convention)
         return record.agent_span_at(span.end_ns) if record.agents else None
 
     def _model(self, span: EndedSpan) -> None:
