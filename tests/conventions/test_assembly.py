@@ -11,8 +11,8 @@ from otel_loopguard.conventions.assembly import (
     TraceRecord,
     UnreadLog,
 )
-from otel_loopguard.conventions.live import MAX_AGENTS, LiveTrace
 from otel_loopguard.conventions.extract import Extractor
+from otel_loopguard.conventions.live import MAX_AGENTS, LiveTrace
 from otel_loopguard.conventions.unread import NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread
 from otel_loopguard.core.agent_steps import LANE_SPAN_BIT
 from otel_loopguard.core.config import LoopGuardConfig
