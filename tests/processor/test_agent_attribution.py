@@ -14,11 +14,15 @@ from tests.processor.conftest import Harness, HarnessFactory
 SECOND = 1_000_000_000
 
 
-def _calls_inside(harness: Harness, parent: Any, ends: list[int]) -> list[Any]:
-    """Five identical tool spans under ``parent``, started now, left open (ended by the caller at ``ends``)."""
+def _calls_ending_at(harness: Harness, parent: Any, first: int, ended_first: Any, ended_at: int) -> None:
+    """Five identical tool spans under ``parent``, started now; ``ended_first`` ends at ``ended_at`` before them, then
+    they end at ``first`` + 0..4 s."""
     attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
              "gen_ai.tool.call.arguments": '{"query": "weather in Paris"}', "gen_ai.tool.call.result": "sunny, 21C"}
-    return [harness.start("execute_tool search", attrs, parent) for _ in ends]
+    calls = [harness.start("execute_tool search", attrs, parent) for _ in range(5)]
+    ended_first.end(end_time=ended_at)
+    for i, span in enumerate(calls):
+        span.end(end_time=first + i * SECOND)
 
 
 def test_a_call_ending_inside_an_agent_span_that_ended_first_is_named_after_it(make_harness: HarnessFactory) -> None:
@@ -28,11 +32,7 @@ def test_a_call_ending_inside_an_agent_span_that_ended_first_is_named_after_it(m
     root = harness.start("POST /run", None)
     agent = harness.agent("planner", root)
     start = harness.clock.now
-    ends = [start + (10 + i) * SECOND for i in range(5)]
-    calls = _calls_inside(harness, agent, ends)
-    agent.end(end_time=start + 100 * SECOND)
-    for span, end in zip(calls, ends):
-        span.end(end_time=end)
+    _calls_ending_at(harness, agent, start + 10 * SECOND, agent, start + 100 * SECOND)
     root.end(end_time=start + 200 * SECOND)
     events = harness.events
     assert [e.intervention.action for e in events if e.intervention] == ["nudge", "stop"]
@@ -46,10 +46,6 @@ def test_a_call_ending_after_the_inner_agent_span_is_named_after_the_outer(make_
     outer = harness.agent("coordinator")
     inner = harness.agent("researcher", outer)
     start = harness.clock.now
-    ends = [start + (10 + i) * SECOND for i in range(5)]
-    calls = _calls_inside(harness, outer, ends)
-    inner.end(end_time=start + 2 * SECOND)
-    for span, end in zip(calls, ends):
-        span.end(end_time=end)
+    _calls_ending_at(harness, outer, start + 10 * SECOND, inner, start + 2 * SECOND)
     outer.end(end_time=start + 100 * SECOND)
     assert [e.agent for e in harness.events] == ["coordinator", "coordinator"]
