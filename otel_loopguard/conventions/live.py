@@ -42,6 +42,8 @@ MAX_AGENTS = 64
 class EndedSpan(msgspec.Struct, frozen=True, gc=False):
     """What the adapter read from a span that ended, for the assembler (one value per span, read by field name).
 
+    Not tracked by the garbage collector: it lives for one span's processing and nothing it holds refers back to it.
+
     Attributes:
         span: the host's span, opaque here: only :meth:`Host.events` reads it (a span's events are read lazily).
         context: its span context (where a verdict event points).
