@@ -31,6 +31,8 @@ MAX_TOOL_ENDS = 4096
 MAX_UNREAD_LOGGED = 256
 #: Model turns (and their results, one per call id) kept per trace for deriving its calls again, at most.
 MAX_TURNS = 4096
+#: The end of an agent span still open: it holds every time after its start.
+OPEN_NS = 1 << 63
 # The order calls are derived in: a derived call takes its result from the next model call's input.
 TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
 
@@ -49,12 +51,12 @@ def tool_span_step(step: Step, attrs: Mapping[str, Any], name: str, extractor: E
 
 
 class AgentSpan:
-    """An agent span of a trace, as the live paths attribute tool calls to agents.
+    """An agent span of a trace, as the live paths attribute tool calls to agents: the innermost one (latest start,
+    then earliest end) whose time holds the call's end (:meth:`TraceRecord.agent_span_at`).
 
-    The processor keeps the open ones, innermost last, each with a weak reference to its span (where span events
-    go: one that ends unseen frees itself) and the calls made while it was the innermost. ``serve`` keeps every one
-    received, with its times: the innermost whose time holds a call's end is the call's agent
-    (:meth:`TraceRecord.agent_at`), which is the processor's rule for spans that arrive whole.
+    ``serve`` keeps every one received, with its times; the processor keeps them from their start, open ones ending
+    at :data:`OPEN_NS`, each with a weak reference to its span while open (where span events go: one that ends unseen
+    frees itself), and counts the calls attributed to each.
     """
 
     __slots__ = ("end_ns", "name", "span", "span_id", "start_ns", "told", "tool_calls")
@@ -69,6 +71,11 @@ class AgentSpan:
         # Whether its tool calls were recorded in the histogram (``serve``: once, at the first finish after it came).
         self.told = False
 
+    def close(self, end_ns: int) -> None:
+        """The span ended at ``end_ns``: it holds times up to then, and its span is no longer referenced."""
+        self.end_ns = end_ns
+        self.span = _no_span
+
     def holds(self, end_ns: int) -> bool:
         """Whether its time holds ``end_ns``."""
         return self.start_ns <= end_ns <= self.end_ns
@@ -78,7 +85,7 @@ class TraceRecord:
     """What a live path keeps about one trace besides its judge (the caller holds the trace's lock).
 
     Attributes:
-        agents: its agent spans (the processor: the open ones, innermost last; ``serve``: every one, in arrival order).
+        agents: its agent spans with their times (``serve``: every one received; the processor: from their start).
         unread: what could not be read (made on first use: :meth:`unread_now`).
         turns: its model turns (made at the first model span: :meth:`turns_now`).
         tool_ends: end times of the trace's judged tool calls (bounded), for agent spans counted afterwards.
@@ -138,12 +145,24 @@ class TraceRecord:
         """The trace's tool calls that ended within ``[start_ns, end_ns]`` (an agent span's, counted afterwards)."""
         return sum(1 for t in self.tool_ends if start_ns <= t <= end_ns)
 
-    def agent_at(self, end_ns: int) -> str | None:
-        """The name of the innermost agent span holding ``end_ns`` (the latest to start), or None."""
+    def agent_span_at(self, end_ns: int) -> AgentSpan | None:
+        """The innermost agent span holding ``end_ns``: the latest to start, then the earliest to end (ties: the one
+        noted first), or None. One rule for both live paths."""
+        agents = self.agents
+        if len(agents) == 1:  # the usual trace: one agent span
+            only = agents[0]
+            return only if only.start_ns <= end_ns <= only.end_ns else None
         best: AgentSpan | None = None
-        for agent in self.agents:
-            if agent.holds(end_ns) and (best is None or agent.start_ns > best.start_ns):
+        for agent in agents:
+            start = agent.start_ns
+            if start <= end_ns <= agent.end_ns and (
+                    best is None or start > best.start_ns or (start == best.start_ns and agent.end_ns < best.end_ns)):
                 best = agent
+        return best
+
+    def agent_at(self, end_ns: int) -> str | None:
+        """The name of the innermost agent span holding ``end_ns`` (:meth:`agent_span_at`), or None."""
+        best = self.agent_span_at(end_ns)
         return best.name if best is not None else None
 
     def agent_calls(self) -> tuple[tuple[str | None, int], ...]:
@@ -156,19 +175,16 @@ class TraceRecord:
             only = agents[0]
             only.told = True
             return ((only.name, self.calls_between(only.start_ns, only.end_ns)),)
-        counts = dict.fromkeys(range(len(agents)), 0)
+        counts = dict.fromkeys(map(id, agents), 0)
         for end in self.tool_ends:
-            best = -1
-            for i, agent in enumerate(agents):
-                if agent.holds(end) and (best < 0 or agent.start_ns > agents[best].start_ns):
-                    best = i
-            if best >= 0:
-                counts[best] += 1
+            best = self.agent_span_at(end)
+            if best is not None:
+                counts[id(best)] += 1
         out = []
-        for i, agent in enumerate(agents):
+        for agent in agents:
             if not agent.told:
                 agent.told = True
-                out.append((agent.name, counts[i]))
+                out.append((agent.name, counts[id(agent)]))
         return tuple(out)
 
     def outcome(self, judge: TraceJudge | None, agent: str | None, times: tuple[int, int] | None) -> TaskOutcome:

@@ -9,8 +9,10 @@ outer agent span's version, the first model call's model). Values are bounded by
 :func:`~otel_loopguard.core.escape.bounded_name` (escaped, at most 128 characters); the names are few and fixed by
 the configuration, so the metrics stay low-cardinality.
 
-The processor and ``serve`` both call :func:`version_attributes` per span and keep a :class:`TraceVersions` per
-trace; the verdict event takes :meth:`TraceVersions.values` as it is.
+The configuration's static stamps (``versions``) have one source, :func:`version_stamps`: the processor sets them on
+every span as it starts, and they are read back from the spans like any other version, so a trace judged live, from
+``serve`` or from a file gets the same versions. The processor and ``serve`` both call :func:`version_attributes` per
+span and keep a :class:`TraceVersions` per trace; the verdict event takes :meth:`TraceVersions.values` as it is.
 """
 
 from __future__ import annotations
@@ -22,13 +24,19 @@ from ..core.config import LoopGuardConfig
 from ..core.escape import bounded_name
 from . import names as n
 
-__all__ = ["TraceVersions", "VersionReader", "Versions", "version_attributes", "version_keys"]
+__all__ = ["TraceVersions", "VersionReader", "Versions", "version_attributes", "version_keys", "version_stamps"]
 
 #: (attribute name, bounded value) pairs, sorted by name.
 Versions = tuple[tuple[str, str], ...]
 
 _SCALARS = (str, bool, int, float)
 _EMPTY: Mapping[str, Any] = {}
+
+
+def version_stamps(config: LoopGuardConfig) -> dict[str, str]:
+    """The ``app.*.version`` attributes set on every span: the configuration's ``versions`` by their attribute
+    names (:data:`~.names.VERSION_ATTRIBUTES`), which :func:`version_keys` always reads back."""
+    return {n.VERSION_ATTRIBUTES[key]: value for key, value in config.versions.items()}
 
 
 def version_keys(config: LoopGuardConfig) -> frozenset[str]:
@@ -75,6 +83,8 @@ class VersionReader:
         known = self.resource
         if resource is not known[0]:
             known = self.resource = (resource, version_attributes(_EMPTY, resource, self.keys))
+        if self.keys.isdisjoint(attrs):
+            return known[1]  # most spans: one C-level pass
         own = version_attributes(attrs, _EMPTY, self.keys)
         if not own or not known[1]:
             return own or known[1]

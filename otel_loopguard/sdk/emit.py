@@ -279,10 +279,6 @@ class Emitter:
         else:
             held.append((action, args))
 
-    def tool_call(self, tool: str) -> None:
-        """Count one tool call."""
-        self._tool_calls.add(1, self.tool_names(tool))
-
     def count_tool_calls(self, counts: dict[str, int]) -> None:
         """Count tool calls by tool name (a batch counted by the caller)."""
         names = self.tool_names

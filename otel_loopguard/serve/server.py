@@ -14,8 +14,8 @@ metrics as the processor, through the SDK's OTLP log and metric exporters config
 ``--forward`` the received spans are passed on unchanged to the OTLP traces endpoint, so ``serve`` can sit in a
 pipeline.
 
-**Agents.** An event names the innermost agent span whose time holds the call's end, as the processor names the
-innermost agent span open when the call ends. A span reaches ``serve`` when it has ended, so an agent span's
+**Agents.** An event names the innermost agent span whose time holds the call's end, the rule the processor
+follows too (``TraceRecord.agent_span_at``). A span reaches ``serve`` when it has ended, so an agent span's
 attributes are final whenever it arrives (also those set after its start); an event made before its agent span
 arrived (the agent still running: its calls are exported first) names the agent the tool span itself names, if
 any. The ``gen_ai.invoke_agent.tool_calls`` histogram is recorded when the trace finishes, once per agent span,

@@ -3,8 +3,16 @@ logging unread causes once."""
 
 from __future__ import annotations
 
-from otel_loopguard.conventions.assembly import MAX_TOOL_ENDS, MAX_UNREAD_LOGGED, AgentSpan, TraceRecord, UnreadLog
+from otel_loopguard.conventions.assembly import (
+    MAX_TOOL_ENDS,
+    MAX_UNREAD_LOGGED,
+    OPEN_NS,
+    AgentSpan,
+    TraceRecord,
+    UnreadLog,
+)
 from otel_loopguard.conventions.extract import Extractor
+from otel_loopguard.conventions.live import MAX_AGENTS, LiveTrace
 from otel_loopguard.conventions.unread import NO_TOOL_CALLS, UNKNOWN_ATTRIBUTES, Unread
 from otel_loopguard.core.agent_steps import LANE_SPAN_BIT
 from otel_loopguard.core.config import LoopGuardConfig
@@ -19,6 +27,48 @@ def test_each_call_counts_for_the_innermost_agent_holding_its_end() -> None:
     assert (record.agent_at(15), record.agent_at(40), record.agent_at(200)) == ("inner", "outer", None)
     assert record.agent_calls() == (("outer", 1), ("inner", 2))
     assert record.agent_calls() == ()  # each agent is told once
+
+
+def test_an_open_agent_span_holds_every_time_after_its_start() -> None:
+    """An agent span still open (ending at OPEN_NS) names a call ending at 10**15, not one ending before its start."""
+    record = TraceRecord()
+    record.agents.append(AgentSpan(1, "open", start_ns=50, end_ns=OPEN_NS))
+    assert (record.agent_at(10**15), record.agent_at(50), record.agent_at(49)) == ("open", "open", None)
+
+
+def test_equal_starts_name_the_agent_span_that_ends_first() -> None:
+    """Two agent spans both starting at 10: the one ending at 30 is the inner one, whichever was noted first; the
+    call ending at 40 is only in the one ending at 100."""
+    for order in ((0, 1), (1, 0)):
+        spans = [AgentSpan(1, "outer", start_ns=10, end_ns=100), AgentSpan(2, "inner", start_ns=10, end_ns=30)]
+        record = TraceRecord()
+        record.agents += [spans[i] for i in order]
+        record.tool_ended(20)
+        record.tool_ended(40)
+        assert (record.agent_at(20), record.agent_at(40)) == ("inner", "outer")
+        assert sorted(record.agent_calls()) == [("inner", 1), ("outer", 1)]
+
+
+def test_an_ended_agent_span_still_names_a_call_its_time_holds() -> None:
+    """Closed at 30, an agent span (10-30) names a call that ended at 25 and was judged after its end; its span
+    reference is dropped."""
+    agent = AgentSpan(1, "inner", start_ns=10, end_ns=OPEN_NS)
+    record = TraceRecord()
+    record.agents.append(agent)
+    agent.close(30)
+    assert (record.agent_at(25), record.agent_at(31), agent.span()) == ("inner", None, None)
+
+
+def test_a_full_live_record_gives_way_with_its_oldest_ended_agent_span() -> None:
+    """With MAX_AGENTS agent spans kept, a new one replaces the first ended one; when all are open, it is not kept."""
+    record = LiveTrace()
+    for i in range(MAX_AGENTS):
+        record.add_agent(AgentSpan(i, f"a{i}", start_ns=i, end_ns=OPEN_NS))
+    record.agents[3].close(100)
+    record.add_agent(AgentSpan(1000, "new", start_ns=500, end_ns=OPEN_NS))
+    assert len(record.agents) == MAX_AGENTS and 3 not in {a.span_id for a in record.agents}
+    record.add_agent(AgentSpan(1001, "refused", start_ns=600, end_ns=OPEN_NS))
+    assert record.agents[-1].name == "new"
 
 
 def test_a_single_agent_counts_the_calls_its_time_holds() -> None:

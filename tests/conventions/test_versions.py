@@ -7,12 +7,27 @@ import pytest
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.conventions.traces import StepCollector, TraceCollector
-from otel_loopguard.conventions.versions import TraceVersions, VersionReader, version_attributes, version_keys
+from otel_loopguard.conventions.versions import (
+    TraceVersions,
+    VersionReader,
+    version_attributes,
+    version_keys,
+    version_stamps,
+)
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.errors import ConfigError
 
 FIXED = ("service.version", "gen_ai.agent.version", "gen_ai.request.model", "app.prompt.version",
          "app.tools.version", "app.model.version", "app.harness.version")
+
+
+def test_stamps_are_written_under_names_that_are_read_back() -> None:
+    """The configured prompt and tools versions become app.prompt.version and app.tools.version, both read back."""
+    config = LoopGuardConfig(versions={"prompt": "p7", "tools": "t2"})
+    stamps = version_stamps(config)
+    assert stamps == {"app.prompt.version": "p7", "app.tools.version": "t2"}
+    assert set(stamps) <= version_keys(config)
+    assert version_stamps(LoopGuardConfig()) == {}
 
 
 def test_keys_fixed_and_configured() -> None:
