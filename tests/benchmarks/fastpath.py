@@ -1,20 +1,24 @@
-"""Benchmark: each speed trick of the package against the plain code it replaces, interleaved in one run.
+"""Benchmark: each speed trick of ``otel_loopguard/core/fastpath.py`` against the general code, interleaved in one run.
 
 Run: ``.venv/bin/python tests/benchmarks/fastpath.py [--tool-spans 5000] [--rounds 15]``.
 
-The steps are those of ``tests/benchmarks/judge.py`` (the audit benchmark's traces, both files), replayed as the
-processor judges them (no kept steps, no step audit). Per round, every variant replays every file once, in an
-order that rotates each round; each replay is timed on the whole process's CPU (``time.process_time_ns``, every
-thread), with the garbage collector off. Printed per file: µs per tool call (median over rounds) and the median of
-the per-round ratios trick/plain, with their range (min-max over rounds). Both variants must reach the same
-verdicts, or the script stops.
+The steps are those of ``tests/benchmarks/judge.py`` (the audit benchmark's traces, both files). The live replays
+judge them as the processor does (no kept steps, no step audit), the audit replays as ``audit`` does. Per round,
+every variant replays every file once, in an order that rotates each round; each replay is timed on the whole
+process's CPU (``time.process_time_ns``, every thread), with the garbage collector off. Printed per file: µs per
+tool call (median over rounds, and range), and the median of the per-round ratios of the replay with every trick
+against the variant (below 1: what the missing trick saves), with their range. All variants of one replay must
+reach the same verdicts, or the script stops.
 
-Variants:
+Variants (the tricks are ``judge_alone``, the judge's lone-step path, and ``quiet_observation``, the engine's
+shortcut for a call that changes nothing):
 
-* ``judge``: :meth:`TraceJudge.judge`, one call per step: the live path, which judges a lone step without the
-  general machinery (no span ids kept, nothing waits, no nesting rule applies);
-* ``add+advance``: :meth:`TraceJudge.add` then :meth:`TraceJudge.advance` per step, the general path, which gives
-  the same verdicts.
+* ``live``: :meth:`TraceJudge.judge`, one call per step, every trick on (the baseline of the live ratios);
+* ``live, no lone step``: :meth:`TraceJudge.add` then :meth:`TraceJudge.advance` per step, the general path;
+* ``live, no quiet``: ``judge`` with ``LoopEngine.fast = False`` (the engine's full decision order every call);
+* ``live, neither``: both tricks off;
+* ``audit``: ``add`` every step, ``finish``, ``report`` (the baseline of the audit ratio);
+* ``audit, no quiet``: the same with ``LoopEngine.fast = False``.
 """
 
 from __future__ import annotations
@@ -34,26 +38,45 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))
 import judge as judge_bench  # tests/benchmarks/judge.py
 
 
-def variants() -> dict[str, Callable[[list[list[Any]]], int]]:
-    """The live replay through the fast path and through the general one; each returns the stuck traces."""
+def variants() -> dict[str, Callable[[list[Any]], int]]:
+    """Every replay with and without each trick; each returns the number of stuck traces."""
     from otel_loopguard.conventions.nesting import CONVENTION_NESTING
     from otel_loopguard.core.engine import LoopEngine
     from otel_loopguard.core.judge import TraceJudge
 
-    def replay(traces: list[list[Any]], general: bool) -> int:
+    def live(traces: list[Any], lone: bool, quiet: bool) -> int:
         engine, stuck = LoopEngine(), 0
-        for steps in traces:
+        engine.fast = quiet
+        for steps in judge_bench.prepared(traces, "live"):
             judge = TraceJudge(engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
             for step in steps:
-                if general:
+                if lone:
+                    judge.judge(step)
+                else:
                     judge.add(step)
                     judge.advance()
-                else:
-                    judge.judge(step)
             stuck += judge.verdict.kind == "stuck"
         return stuck
 
-    return {"judge": lambda traces: replay(traces, False), "add+advance": lambda traces: replay(traces, True)}
+    def audit(traces: list[Any], quiet: bool) -> int:
+        engine, stuck = LoopEngine(), 0
+        engine.fast = quiet
+        for steps, observed_at in traces:
+            judge = TraceJudge(engine, nesting=CONVENTION_NESTING)
+            for step in steps:
+                judge.add(step)
+            judge.finish(observed_at)
+            stuck += judge.report("bench", None).verdict.kind == "stuck"
+        return stuck
+
+    return {
+        "live": lambda traces: live(traces, True, True),
+        "live, no lone step": lambda traces: live(traces, False, True),
+        "live, no quiet": lambda traces: live(traces, True, False),
+        "live, neither": lambda traces: live(traces, False, False),
+        "audit": lambda traces: audit(traces, True),
+        "audit, no quiet": lambda traces: audit(traces, False),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,29 +85,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
     files = judge_bench.collect(args.tool_spans)
-    live: dict[str, list[list[Any]]] = {}
-    for name, traces in files.items():
+    for traces in files.values():
         judge_bench.prepare(traces)
-        live[name] = judge_bench.prepared(traces, "live")
-    calls = {name: sum(1 for steps in traces for s in steps if s.call is not None) for name, traces in live.items()}
+    calls = {name: sum(1 for steps in judge_bench.prepared(traces, "live") for s in steps if s.call is not None)
+             for name, traces in files.items()}
     runs = variants()
-    names = list(runs)
-    for name, traces in live.items():
+    for name, traces in files.items():
         outcomes = {variant: run(traces) for variant, run in runs.items()}
-        if len(set(outcomes.values())) != 1:
-            raise SystemExit(f"{name}: the variants disagree: {outcomes}")
+        for kind in ("live", "audit"):
+            if len({v for variant, v in outcomes.items() if variant.startswith(kind)}) != 1:
+                raise SystemExit(f"{name}: the {kind} variants disagree: {outcomes}")
     gc.collect()
     gc.freeze()
-    times = judge_bench.time_rounds(runs, live, calls, args.rounds, time.process_time_ns)
+    times = judge_bench.time_rounds(runs, files, calls, args.rounds, time.process_time_ns)
     print(f"python {sys.version.split()[0]}, {args.rounds} rounds; µs per tool call (whole-process CPU), median "
-          f"(range); ratio: median of per-round ratios against {names[-1]} [range]")
-    for file in live:
-        print(f"{file}: {len(live[file])} traces, {calls[file]} tool calls")
-        base = times[(file, names[-1])]
-        for variant in names:
+          "(range); ratio: median of per-round ratios, every trick / the variant [range]")
+    for file in files:
+        print(f"{file}: {len(files[file])} traces, {calls[file]} tool calls")
+        for variant in runs:
             v = times[(file, variant)]
-            ratios = [a / b for a, b in zip(v, base)]
-            print(f"  {variant:<12}{statistics.median(v):>7.2f}  ({min(v):.2f}-{max(v):.2f})  "
+            base = times[(file, variant.split(",")[0])]
+            ratios = [b / a for a, b in zip(v, base)]
+            print(f"  {variant:<20}{statistics.median(v):>7.2f}  ({min(v):.2f}-{max(v):.2f})  "
                   f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")
     return 0
 
