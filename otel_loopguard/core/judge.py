@@ -718,10 +718,14 @@ class TraceJudge:
             and not self._inner_parents
             and step.origin not in self._inner
         ):
-            return judge_alone(self, _compact(step, self._max_bytes)[0], untimed_at, judged)
+            return judge_alone(self, step, untimed_at, judged)
         if not self.add(step, parent_open=parent_open):
             return []
         return self.advance(untimed_at, judged)
+
+    def _compacted(self, step: Step) -> Step:
+        """``step`` with oversized argument and result text replaced by stand-ins (:func:`compact_value`)."""
+        return _compact(step, self._max_bytes)[0]
 
     def advance(self, untimed_at: float | None = None, judged: list[Step] | None = None) -> list[Judged]:
         """Judge the steps added since the last call, in start order, and return what is worth telling.

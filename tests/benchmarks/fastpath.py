@@ -15,6 +15,8 @@ shortcut for a call that changes nothing):
 
 * ``live``: :meth:`TraceJudge.judge`, one call per step, every trick on (the baseline of the live ratios);
 * ``live, no lone step``: :meth:`TraceJudge.add` then :meth:`TraceJudge.advance` per step, the general path;
+* ``live, lone step compacting``: ``judge``, its lone-step path without its inline short-text check (every step
+  goes through ``TraceJudge._compacted``, i.e. ``compact_value`` for its arguments and its result);
 * ``live, no quiet``: ``judge`` with ``LoopEngine.fast = False`` (the engine's full decision order every call);
 * ``live, neither``: both tricks off;
 * ``audit``: ``add`` every step, ``finish``, ``report`` (the baseline of the audit ratio);
@@ -49,24 +51,52 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))
 import judge as judge_bench  # tests/benchmarks/judge.py
 
 
+def compacting_alone(judge: Any, step: Any, untimed_at: float | None, judged: list[Any] | None) -> list[Any]:
+    """``core.fastpath.judge_alone`` without its inline short-text check: every step is compacted by the judge."""
+    if step.call is not None:
+        step = judge._compacted(step)
+    if judged is not None:
+        judged.append(step)
+    out: list[Any] = []
+    key = (step.start_ns, step.end_ns, step.span_id)
+    last = judge._last
+    if last is not None and key < last:
+        judge._reorder()
+    else:
+        judge._last = key
+    state = judge._state
+    if state is None:
+        state = judge.state
+    observation = judge._observe(step, judge._engine, state, judge._audit, untimed_at)
+    if observation is not None and (observation.transition is not None or observation.intervention is not None):
+        judge._record(observation, step, out)
+    return out
+
+
 def variants() -> dict[str, Callable[[list[Any]], int]]:
     """Every replay with and without each trick; each returns the number of stuck traces."""
     from otel_loopguard.conventions.nesting import CONVENTION_NESTING
+    from otel_loopguard.core import fastpath
+    from otel_loopguard.core import judge as judge_module
     from otel_loopguard.core.engine import LoopEngine
     from otel_loopguard.core.judge import TraceJudge
 
-    def live(traces: list[Any], lone: bool, quiet: bool) -> int:
+    def live(traces: list[Any], lone: bool, quiet: bool, alone: Callable[..., Any] = fastpath.judge_alone) -> int:
         engine, stuck = LoopEngine(), 0
         engine.fast = quiet
-        for steps in judge_bench.prepared(traces, "live"):
-            judge = TraceJudge(engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
-            for step in steps:
-                if lone:
-                    judge.judge(step)
-                else:
-                    judge.add(step)
-                    judge.advance()
-            stuck += judge.verdict.kind == "stuck"
+        judge_module.judge_alone = alone  # type: ignore[assignment]  # the name TraceJudge.judge calls
+        try:
+            for steps in judge_bench.prepared(traces, "live"):
+                judge = TraceJudge(engine, nesting=CONVENTION_NESTING, keep_steps=False, step_audit=False)
+                for step in steps:
+                    if lone:
+                        judge.judge(step)
+                    else:
+                        judge.add(step)
+                        judge.advance()
+                stuck += judge.verdict.kind == "stuck"
+        finally:
+            judge_module.judge_alone = fastpath.judge_alone
         return stuck
 
     def audit(traces: list[Any], quiet: bool) -> int:
@@ -83,6 +113,7 @@ def variants() -> dict[str, Callable[[list[Any]], int]]:
     return {
         "live": lambda traces: live(traces, True, True),
         "live, no lone step": lambda traces: live(traces, False, True),
+        "live, lone step compacting": lambda traces: live(traces, True, True, compacting_alone),
         "live, no quiet": lambda traces: live(traces, True, False),
         "live, neither": lambda traces: live(traces, False, False),
         "audit": lambda traces: audit(traces, True),
