@@ -7,8 +7,8 @@ removed, not kept "just in case" (``docs/architecture.md``, Speed tricks, lists 
 
 Three tricks of the readers above ``core/`` stay beside the code they speed up, where the layers put them; the
 same benchmark measures them: the typed decoder of OTLP/JSON requests in the common shape (``otlp/json_typed.py``:
-about 27 % of the general decoder's time saved), the general decoder's inline reads of string and integer
-attributes (``otlp/json_general.py`` ``attributes``: 14-16 %) and the extractor's inline reads of plain attribute
+24-27 % of the general decoder's time saved), the general decoder's inline reads of string and integer
+attributes (``otlp/json_general.py`` ``attributes``: 14-15 %) and the extractor's inline reads of plain attribute
 keys (``conventions/extract.py``: 13-14 % of reading a tool span).
 """
 
@@ -33,7 +33,7 @@ def quiet_observation(ladder: LadderState, index: int, max_steps: int) -> Observ
     budget, the decision order would keep the working verdict and the ladder would change nothing: that verdict is
     the observation, and nothing is built. ``LoopEngine.fast = False`` skips it (tests compare both).
 
-    Saves 3.5-6.5 % of the live judge's CPU per tool call and 3.5-5.5 % of ``audit``'s judging, against the
+    Saves 4-6 % of the live judge's CPU per tool call and 3-5.5 % of ``audit``'s judging, against the
     decision order and the ladder (``live, no quiet`` and ``audit, no quiet`` in the benchmark).
     """
     if ladder.quiet and index < max_steps:
@@ -50,7 +50,7 @@ def judge_alone(judge: TraceJudge, step: Step, untimed_at: float | None, judged:
 
     Saves 9-10 % of the live judge's CPU per tool call against ``add`` + ``advance`` (``live, no lone step`` in
     the benchmark): the inline copy of ``_feed_all``'s work for one step, and the short-text check below, which
-    alone saves 3.5-4.5 % (``live, lone step compacting``: the step compacted by the judge every time).
+    alone saves about 6 % (``live, lone step compacting``: the step compacted by the judge every time).
     """
     call = step.call
     if call is not None:
