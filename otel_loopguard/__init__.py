@@ -26,14 +26,14 @@ from .core.step_audit import audit_trace
 from .errors import ConfigError, InputError, LoopGuardError, LoopStopped, ReviewPending
 
 if TYPE_CHECKING:
+    from .conventions.verdicts import VerdictEvent
     from .otlp.read import read_spans
-    from .sdk.emit import VerdictEvent
     from .sdk.processor import LoopGuardSpanProcessor
 
 # Public name -> module that defines it, for the names loaded on first use (PEP 562).
 _LAZY = {
     "LoopGuardSpanProcessor": ".sdk.processor",
-    "VerdictEvent": ".sdk.emit",
+    "VerdictEvent": ".conventions.verdicts",
     "read_spans": ".otlp.read",
 }
 

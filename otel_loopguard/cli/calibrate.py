@@ -85,10 +85,11 @@ def register(commands: Any) -> None:
     )
     cal.add_argument("paths", nargs="*", metavar="PATH",
                      help="trace files or directories, labelled by --label-attribute or --manifest")
-    # One path per flag (repeat the flag for more): a list would swallow the unlabelled PATHs after it.
-    cal.add_argument("--incidents", action="append", default=[], metavar="PATH",
+    # One path per flag (repeat the flag for more): a list would swallow the unlabelled PATHs after it. No list
+    # default: the parser is shared by every call of main, and a default list would be shared with it.
+    cal.add_argument("--incidents", action="append", metavar="PATH",
                      help="a file or directory of runs where the agent was looping (repeatable)")
-    cal.add_argument("--healthy", action="append", default=[], metavar="PATH",
+    cal.add_argument("--healthy", action="append", metavar="PATH",
                      help="a file or directory of runs where it was not (repeatable)")
     cal.add_argument("--label-attribute", metavar="NAME",
                      help="span or resource attribute holding each trace's label (earliest span that has it)")
@@ -97,7 +98,7 @@ def register(commands: Any) -> None:
     cal.add_argument("--healthy-value", action="append", metavar="VALUE",
                      help="a label value meaning healthy (repeatable; default: healthy)")
     cal.add_argument("--manifest", metavar="FILE", help="labels by trace id (CSV trace_id,label or JSON)")
-    cal.add_argument("--grid", action="append", default=[], metavar="AXIS=V1,V2",
+    cal.add_argument("--grid", action="append", metavar="AXIS=V1,V2",
                      help="values of one setting to sweep, e.g. window=6,10,20 (repeatable)")
     cal.add_argument("--config", metavar="FILE.toml",
                      help="base configuration (prices, retry, tools...) and its [calibrate] grid table")
@@ -434,8 +435,8 @@ def run(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.manifest, rules) if args.manifest else None
 
     on_error = ErrorLine()
-    inputs: list[tuple[str, str | None]] = [(p, INCIDENT) for p in args.incidents]
-    inputs += [(p, HEALTHY) for p in args.healthy]
+    inputs: list[tuple[str, str | None]] = [(p, INCIDENT) for p in args.incidents or ()]
+    inputs += [(p, HEALTHY) for p in args.healthy or ()]
     inputs += [(p, None) for p in args.paths]
     reading = read_traces(inputs, config, label_attribute=args.label_attribute, manifest=manifest, rules=rules,
                           at=args.at, on_error=on_error)
@@ -498,7 +499,7 @@ def _json_doc(result: Calibration, reading: Reading, swept: float, jobs: int, wr
 def _grid(args: argparse.Namespace, config_path: str | None, config: LoopGuardConfig) -> Grid:
     """The grid to sweep (the file's [calibrate] table, then --grid), checked before anything is read."""
     file_axes = read_calibrate_table(config_path) if config_path else {}
-    cli_axes = dict(parse_axis_text(text) for text in args.grid)
+    cli_axes = dict(parse_axis_text(text) for text in args.grid or ())
     grid = Grid.build(file_axes, cli_axes)
     if grid.combinations > MAX_SETTINGS:
         raise ConfigError(f"the grid has {grid.combinations} combinations; at most {MAX_SETTINGS} are swept")

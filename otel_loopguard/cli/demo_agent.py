@@ -38,11 +38,11 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..conventions import names as n
+from ..conventions.verdicts import VerdictEvent
 from ..core.config import LoopGuardConfig, config_values
 from ..core.model import Intervention
 from ..errors import ConfigError, LoopStopped
 from ..harness import with_nudge
-from ..sdk.emit import VerdictEvent
 from ..sdk.otlp_write import write_otlp_json
 from ..sdk.processor import LoopGuardSpanProcessor
 from ..sdk.providers import otlp_exporter

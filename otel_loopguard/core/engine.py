@@ -25,6 +25,7 @@ from collections.abc import Callable
 from .cache import BoundedCache
 from .config import LoopGuardConfig
 from .cost import CostTotal, Usage
+from .fastpath import quiet_observation
 from .frequency import FrequencyDetector, FrequencyState
 from .ladder import Ladder, LadderState
 from .lease import LeaseDetector, LeaseState
@@ -158,8 +159,8 @@ class LoopEngine:
         review: a review handler is registered: the default ladder is nudge, review, stop.
     """
 
-    #: Take the shortcut for a call that changes nothing (see :meth:`observe`); False only in tests, which check
-    #: that both paths give the same observations.
+    #: Take the shortcut for a call that changes nothing (:func:`~.fastpath.quiet_observation`); False in tests,
+    #: which check that both paths give the same observations, and in tests/benchmarks/fastpath.py.
     fast = True
 
     def __init__(self, config: LoopGuardConfig | None = None, step_kind: StepKind = STEP_TOOL, *,
@@ -266,14 +267,10 @@ class LoopEngine:
             window.last_not_permanent = index
         # No lease and no period: the decision order asks the frequency rule (False: not looked for).
         found = self._frequency_add(state._frequency, entry, evicted, not repeats and lease.lease is None)
-        if found is None:
-            ladder = state._ladder
-            if ladder.quiet and index < self._max_steps and self.fast:
-                # The common case: nothing repeats while the trace is working with nothing pending on the ladder
-                # (:attr:`LadderState.quiet`). The decision order keeps the working verdict, and the ladder
-                # (:meth:`Ladder.conclude` of that same verdict) changes nothing: done here, building nothing.
-                # ``fast = False`` takes the general path (tests check that both give the same observations).
-                return Observation(index, ladder.verdict)
+        if found is None and self.fast:
+            quiet = quiet_observation(state._ladder, index, self._max_steps)  # core/fastpath.py
+            if quiet is not None:
+                return quiet
         if now is None:
             now = call.end if call.end is not None else call.start
         return self._judge(state, now, repeats, entry, found)  # type: ignore[return-value]  # never None with a call

@@ -42,6 +42,7 @@ import msgspec
 from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
+from .fastpath import judge_alone
 from .model import STEP_MODEL, STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
 from .outcome import TaskOutcome
 from .signature import NUDGE_MARKER
@@ -254,11 +255,6 @@ def _compact(step: Step, max_bytes: int) -> tuple[Step, int]:
     if call is None:
         return step, STEP_OVERHEAD_BYTES
     args, result = call.arguments, call.result
-    # The common case first: short text (or nothing) on both sides.
-    if (args is None or (args.__class__ is str and len(args) <= max_bytes)) and (
-        result is None or (result.__class__ is str and len(result) <= max_bytes)
-    ):
-        return step, STEP_OVERHEAD_BYTES + (len(args) if args else 0) + (len(result) if result else 0)
     new_args, args_size = compact_value(args, max_bytes)
     new_result, result_size = compact_value(result, max_bytes)
     if new_args is not args or new_result is not result:
@@ -720,7 +716,11 @@ class TraceJudge:
 
     def judge(self, step: Step, *, parent_open: bool = False, untimed_at: float | None = None,
               judged: list[Step] | None = None) -> list[Judged]:
-        """:meth:`add` one step and :meth:`advance` at once (the live processor's one call per span)."""
+        """:meth:`add` one step and :meth:`advance` at once (the live processor's one call per span).
+
+        The processor's usual step (no span ids kept, nothing ready, held or waiting, no nesting rule for its
+        origin) is judged by :func:`~.fastpath.judge_alone`, with the outcome of the general path below.
+        """
         if (
             self._ids is None
             and not self._ready
@@ -728,38 +728,14 @@ class TraceJudge:
             and not self._inner_parents
             and step.origin not in self._inner
         ):
-            return self._judge_alone(step, untimed_at, judged)
+            return judge_alone(self, step, untimed_at, judged)
         if not self.add(step, parent_open=parent_open):
             return []
         return self.advance(untimed_at, judged)
 
-    def _judge_alone(self, step: Step, untimed_at: float | None, judged: list[Step] | None) -> list[Judged]:
-        """:meth:`judge` of the live processor's usual step: no span ids are kept, nothing waits, and no nesting rule
-        can apply to it, so it is judged without the general machinery, with the same outcome.
-
-        The package's one speed trick of this kind: it saves 5-6 % of the live path's CPU per tool call
-        against :meth:`add` and :meth:`advance` (tests/benchmarks/fastpath.py), nearly all of it by doing
-        :meth:`_feed_all`'s work for one step inline.
-        """
-        step = _compact(step, self._max_bytes)[0]
-        if judged is not None:
-            judged.append(step)
-        out: list[Judged] = []
-        # What _feed_all does with this one step (ordered), inline.
-        key = (step.at_end, step.start_ns, step.end_ns, step.span_id)
-        last = self._last
-        if last is not None and key < last:
-            self._reorder()
-        else:
-            self._last = key
-        state = self._state
-        if state is None:
-            state = self.state
-        observation = self._observe(step, self._engine, state, self._audit, untimed_at)
-        if observation is not None and (observation.transition is not None
-                                        or observation.intervention is not None):
-            self._record(observation, step, out)
-        return out
+    def _compacted(self, step: Step) -> Step:
+        """``step`` with oversized argument and result text replaced by stand-ins (:func:`compact_value`)."""
+        return _compact(step, self._max_bytes)[0]
 
     def advance(self, untimed_at: float | None = None, judged: list[Step] | None = None) -> list[Judged]:
         """Judge the steps added since the last call, in start order, and return what is worth telling.

@@ -64,8 +64,6 @@ class PeriodDetector:
         """Count ``call`` against the calls before it (not yet in ``calls``); returns whether any period matched."""
         match = state.match
         tool = call.tool
-        raw = call.raw
-        shape: int | bool | None = None  # the call's fingerprint, once taken
         matched = False
         # (What only a call of the same tool needs is read there: most calls of a trace are of other tools.)
         # The p-th latest call for each period p (fewer while the trace is short; a period longer than the trace
@@ -73,21 +71,7 @@ class PeriodDetector:
         for p, prev in zip(self._periods, reversed(calls)):
             # Different tools never match, whatever the arguments: most calls stop here, uncanonicalised.
             if prev.tool == tool:
-                if raw is not None and prev.raw == raw:
-                    same = True
-                elif prev.canon is None and call.canon is None:
-                    # Both raw: fingerprints (taken once per call) tell most calls of one tool apart without
-                    # canonical texts; compared inline, since they decide most calls of a tool used with new arguments.
-                    signatures = self._signatures
-                    if shape is None:
-                        shape = signatures.shape_of(call)
-                    other = prev.shape
-                    if other is None:
-                        other = signatures.shape_of(prev)
-                    same = (shape is False or other is False or other == shape) and signatures.same_signature(
-                        prev, call)
-                else:
-                    same = self._signatures.same_signature(prev, call)
+                same = self._signatures.same_signature(prev, call)
                 if same:
                     matched = True
                     match[p] += 1

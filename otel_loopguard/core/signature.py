@@ -163,11 +163,9 @@ class Canonicalizer:
         walkers = self._walkers.get(ignore)
         if walkers is None:
             drop_keys = self._filter(ignore)
-            kept = self._keep[ignore].keys()
 
             def walk_object(obj: dict[str, Any]) -> None:
-                if not kept >= obj.keys():  # the filter's own first test, without the call in the common case
-                    drop_keys(obj)
+                drop_keys(obj)
                 for value in obj.values():
                     cls = value.__class__
                     if cls is dict:
@@ -382,8 +380,6 @@ def argument_fingerprint(text: str, kept: BoundedCache[str, None], dropped: Call
         return None
     # The members are combined by the sum of their hashes (a multiset's, so key order does not matter), in C.
     total = sum(map(hash, compress(value.items(), map(_is_plain_type, map(type, value.values())))))
-    if kept.keys() >= value.keys():
-        return total  # every key is known to stay: the common case
     for key in filterfalse(kept.__contains__, value):  # the keys not known to stay, told apart in C
         if dropped(key):
             # The value is shared (see parsed): a dropped member is taken out of the sum, not deleted.

@@ -59,25 +59,11 @@ def _any_value(value: Any, depth: int) -> Any:
 
 
 def _attributes(kvs: Any, depth: int = 0, *, keep_empty: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    # Every field access builds a wrapper object, so the common case (a non-empty string) is taken without asking
-    # which oneof member is set, and without an index: a value that raises is found again with its index.
-    for kv in kvs:
-        value = kv.value
-        text = value.string_value
-        if text:
-            out[kv.key] = text
-        elif value.WhichOneof("value") == "int_value":
-            out[kv.key] = value.int_value
-        else:
-            break
-    else:
-        return out
-    return _attributes_located(kvs, depth, keep_empty)
+    """The attributes of a KeyValue list (any value type), an error located by its entry's index.
 
-
-def _attributes_located(kvs: Any, depth: int, keep_empty: bool) -> dict[str, Any]:
-    """The general case of :func:`_attributes` (any value type), errors located by index."""
+    A non-empty string, the common value, is taken before asking which oneof member is set (every field access
+    builds a wrapper object).
+    """
     out: dict[str, Any] = {}
     index = 0
     try:

@@ -11,9 +11,9 @@ import logging
 import sys
 
 from ..conventions import names as n
+from ..conventions.verdicts import VerdictEvent
 from ..core.escape import bounded_name, escaped
 from ..core.model import RULE_FREQUENCY, RULE_PERIOD, STUCK
-from .emit import VerdictEvent
 
 __all__ = ["ConsoleLines", "attach_stderr", "console_line"]
 

@@ -24,7 +24,7 @@ from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span
 
 from .._version import VERSION
 from ..conventions import names as n
-from ..conventions.verdicts import VerdictEvent as VerdictEvent  # re-exported: listeners import it from here
+from ..conventions.verdicts import VerdictEvent
 from ..core.escape import bounded_name, escaped
 from ..core.model import STUCK
 from ..core.outcome import TaskOutcome

@@ -56,12 +56,13 @@ from ..conventions import names as n
 from ..conventions.assembly import UnreadLog
 from ..conventions.span import SpanRecord
 from ..conventions.unread import INVALID_IDS, MAX_KEYS, TRACE_CAUSES, Unread, message
+from ..conventions.verdicts import VerdictEvent
 from ..core.config import LoopGuardConfig
 from ..core.engine import LoopEngine
 from ..core.escape import escaped
 from ..core.judge import TraceReport
 from ..errors import ConfigError
-from ..sdk.emit import Emitter, VerdictEvent
+from ..sdk.emit import Emitter
 from .exporting import Receiver, bind_error, check_free, export_environ, forward_refusal
 from .grpc_server import OTLPGrpcServer
 from .request import JSON, PartialSuccess

@@ -21,9 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..conventions.span import SpanRecord
+from ..conventions.verdicts import VerdictEvent
 from ..core.escape import bounded_name, escaped
 from ..errors import ConfigError
-from ..sdk.emit import VerdictEvent
 from .settings import BearerToken
 from .table import FinishedTrace, HeldTrace, ServeStats
 

@@ -49,9 +49,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for tests.benchmarks
 
 from otel_loopguard.conventions import names as n
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.model import Intervention, Transition, Verdict
 from otel_loopguard.sdk import providers
-from otel_loopguard.sdk.emit import Emitter, VerdictEvent, event_attributes
+from otel_loopguard.sdk.emit import Emitter, event_attributes
 from tests.benchmarks.sinks import DropLogs, DropMetrics
 
 

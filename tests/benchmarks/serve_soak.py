@@ -60,8 +60,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.config import LoopGuardConfig
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server, ServeStats
 from tests.benchmarks.sinks import DropLogs
 from tests.support.proto_spans import request_bytes, root_span, tool_span

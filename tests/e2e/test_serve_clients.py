@@ -35,8 +35,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.config import LoopGuardConfig
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
 from otel_loopguard.serve.settings import BearerToken, ServeSettings, TLSFiles
 from tests.support.certs import Certs, make_certs

@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_loopguard.cli.calibrate import read_traces
 from otel_loopguard.conventions.traces import TraceCollector
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.calibrate import replay_judge
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.otlp.read import read_spans
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.sdk.processor import LoopGuardSpanProcessor
 from otel_loopguard.serve.server import Server
 from tests.support.agent_step_fixtures import AGENT_FIXTURES

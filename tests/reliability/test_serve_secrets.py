@@ -15,8 +15,8 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.config import LoopGuardConfig
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.sdk.providers import build_providers, service_resource
 from otel_loopguard.serve.server import DEFAULT_SERVICE_NAME, Forwarder, Server
 from tests.benchmarks.serve_soak import GRPCClient, HTTPClient

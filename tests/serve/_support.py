@@ -25,9 +25,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_loopguard import cli
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.judge import TraceReport
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.serve.server import Server
 from tests.support.recorded_fixtures import judged_fixture_files
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from otel_loopguard import Intervention, Transition, Verdict
+from otel_loopguard.conventions.verdicts import VerdictEvent
 from otel_loopguard.sdk.console import ConsoleLines, console_line
-from otel_loopguard.sdk.emit import VerdictEvent
 from otel_loopguard.sdk.providers import exporter_names, exporters_for
 
 _TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
