@@ -32,6 +32,7 @@ from tests.support.agent_step_fixtures import AGENT_FIXTURES
 from tests.support.chat_traces import model_span_trace
 from tests.support.recorded_fixtures import FIXTURE_DIRS, judged_fixture_files
 from tests.support.span_replay import ReplayIdGenerator, replay_spans
+from tests.support.three_paths import serve_batches
 
 #: The multi-agent, sub-agent and model-turn recordings (``tests/support/agent_step_fixtures.py``).
 AGENT_FILES = sorted(AGENT_FIXTURES.glob("*__*.json"))
@@ -191,17 +192,6 @@ def test_serve_judging_again_exactly_keeps_unanswered_calls_last(tmp_path: Path)
     """``serve`` given the spans one per request, latest start first: the model spans come out of end order, so at
     the finish their calls are derived again and the trace judged again exactly, the unanswered calls still last."""
     _, spans = _unanswered_calls_then_handoffs(tmp_path)
-    logger_provider, meter_provider = LoggerProvider(), MeterProvider()
-    server = Server(LoopGuardConfig(), grpc_address=None, http_address=None, idle=3600,
-                    logger_provider=logger_provider, meter_provider=meter_provider)
-    reports: list[Any] = []
-    server.add_report_listener(reports.append)
-    try:
-        for span in sorted(spans, key=lambda s: s.start_ns, reverse=True):
-            server.ingest([span])
-        server.finish_all()
-    finally:
-        logger_provider.shutdown()
-        meter_provider.shutdown()
+    reports, stats = serve_batches([span] for span in sorted(spans, key=lambda s: s.start_ns, reverse=True))
     assert [_sequence(r.transitions, r.interventions) for r in reports] == [UNANSWERED_THEN_HANDOFFS]
-    assert server.stats().rejudged_traces == 1
+    assert stats.rejudged_traces == 1

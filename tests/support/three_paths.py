@@ -3,6 +3,7 @@ reports about it (the verdict sequences are compared by tests/integration/test_f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,24 @@ def audit_reports(path: Path) -> list[Any]:
 
 def serve_reports(path: Path) -> list[Any]:
     """``serve``'s reports of the file's traces (ingested in one request, then finished)."""
+    return serve_batches([list(read_spans(str(path)))])[0]
+
+
+def serve_batches(batches: Iterable[list[Any]]) -> tuple[list[Any], Any]:
+    """``serve``'s reports and counters after it received ``batches`` (one request each), then finished."""
     logger_provider, meter_provider = LoggerProvider(), MeterProvider()
     server = Server(LoopGuardConfig(), grpc_address=None, http_address=None, idle=3600,
                     logger_provider=logger_provider, meter_provider=meter_provider)
     reports: list[Any] = []
     server.add_report_listener(reports.append)
     try:
-        server.ingest(list(read_spans(str(path))))
+        for batch in batches:
+            server.ingest(batch)
         server.finish_all()
     finally:
         logger_provider.shutdown()
         meter_provider.shutdown()
-    return reports
+    return reports, server.stats()
 
 
 def processor_points(path: Path, metric: str) -> list[Any]:
