@@ -266,20 +266,25 @@ class TraceCollector:
         else:
             if role is None:  # an agent framework's CHAIN/task spans: for the unread note
                 held.unread_now().other(span.attributes, span.span_id)
-            step = self._reader.span_step(span, role, row)
-            if step is None:
-                return
-            if role != ROLE_TOOL:  # a hand-off or model call no tool or model convention reads (Logfire's)
-                self._add_lane_step(held, step)
-                return
-            added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
-            if added:
-                held.tool_read(step, span, self._reader.extractor, held.unread_now())
-            if not held.has_tools:
-                # Its calls are read from tool spans: the model turns keep only their usage.
-                held.has_tools = True
-                if held.turns is not None:
-                    self._bytes -= held.turns.drop_messages()
+            self._add_span_step(held, span, role, row)
+
+    def _add_span_step(self, held: _Held, span: SpanRecord, role: str | None, row: Any) -> None:
+        """Hold a tool span's step (a hand-off when it transfers to another agent), noting unread content, or the
+        hand-off or model call of a span no tool or model convention reads (Logfire's)."""
+        step = self._reader.span_step(span, role, row)
+        if step is None:
+            return
+        if role != ROLE_TOOL:
+            self._add_lane_step(held, step)
+            return
+        added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
+        if added:
+            held.tool_read(step, span, self._reader.extractor, held.unread_now())
+        if not held.has_tools:
+            # Its calls are read from tool spans: the model turns keep only their usage.
+            held.has_tools = True
+            if held.turns is not None:
+                self._bytes -= held.turns.drop_messages()
 
     def _add_model(self, held: _Held, span: SpanRecord) -> None:
         """Hold a model span's turn (judged at the end, in end order) and its model-turn step."""
