@@ -18,12 +18,10 @@ from operator import attrgetter
 from typing import Any
 
 from ..core.judge import Step, TraceJudge
-from ..core.model import STEP_HANDOFF, STEP_TOOL
 from ..core.outcome import TaskOutcome, outcome_of
-from .agent_steps import ORIGIN_LANE_SPAN, SubAgents, handoff_of_tool, is_handoff_tool, model_step
+from .agent_steps import handoff_of_tool, is_handoff_tool, model_step
 from .extract import Extractor
 from .model_calls import Turn, TurnJudge, refused
-from .span import SpanRecord, ended_in_error
 from .unread import Unread, UnreadTrace
 from .versions import TraceVersions
 
@@ -353,100 +351,3 @@ def turn_bytes(turn: Turn) -> int:
 
 def _result_bytes(result: Any) -> int:
     return 64 + (len(result) if isinstance(result, str) else 256)
-
-
-class SpanTrace(TraceRecord):
-    """The per-trace record of the paths reading decoded spans (``serve``'s table, ``audit``'s and calibration's
-    reader): the shared record, plus the root span's times, its agent spans (the outermost kept for the task) and the
-    sub-agent steps they complete, and the intake of a model, agent, root or tool span's notes.
-
-    Each adapter reads a span's role once, gives tool and lane spans' steps (:meth:`StepReader.span_step
-    <otel_loopguard.conventions.traces.StepReader.span_step>`) to its judge its own way (``serve`` now, ``audit`` at
-    the end), and the rest here. The caller holds the trace's lock.
-    """
-
-    __slots__ = ("agent_ids", "outer", "root", "subagents")
-
-    #: Model and agent span ids remembered per trace for de-duplication, at most (a span beyond is read again).
-    max_ids = 1 << 16
-
-    def __init__(self) -> None:
-        super().__init__()
-        # The root span's (start_ns, end_ns) (never the span: a finished trace may be remembered).
-        self.root: tuple[int, int] | None = None
-        # The outermost agent span (earliest start, then longest): the task's agent and, without a root, its times.
-        self.outer: AgentSpan | None = None
-        # The agent spans' names and the sub-agent steps waiting for their parent's span (made at the first).
-        self.subagents: SubAgents | None = None
-        self.agent_ids: set[int] = set()
-
-    def first_model(self, span_id: int) -> bool:
-        """Whether a model span is read for the first time (a delivery again is counted once)."""
-        return _first(self.turns_now().ids, span_id, self.max_ids)
-
-    def root_read(self, span: SpanRecord) -> None:
-        """Note the root span: its times (the task's duration) and, when it ended in error, the task's ``error``."""
-        self.root = (span.start_ns, span.end_ns)
-        if ended_in_error(span.status_error, (e[0] for e in span.events)):
-            self.failed = True
-
-    def agent_span(self, span: SpanRecord, extractor: Extractor) -> list[Step] | None:
-        """Read an agent span (None when read before): noted for the unread note and the task, kept among the
-        trace's agent spans, and the sub-agent steps it completes (:class:`~.agent_steps.SubAgents`) returned."""
-        if not _first(self.agent_ids, span.span_id, self.max_ids):
-            return None
-        attrs = span.attributes
-        self.agent_read(attrs, ended_in_error(span.status_error, (e[0] for e in span.events)))
-        # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-        name = extractor.agent_name(attrs, name=span.name)
-        agent = AgentSpan(span.span_id, name, start_ns=span.start_ns, end_ns=span.end_ns)
-        if len(self.agents) < MAX_AGENT_SPANS:
-            self.agents.append(agent)
-        outer = self.outer
-        if outer is None or _OUTERMOST(agent) < _OUTERMOST(outer):
-            self.outer = agent
-        subagents = self.subagents
-        if subagents is None:
-            subagents = self.subagents = SubAgents()
-        return subagents.agent(attrs, span.span_id, span.parent_span_id, span.start_ns, span.end_ns, name)
-
-    def tool_read(self, step: Step, span: SpanRecord, extractor: Extractor,
-                  missing: UnreadTrace | None) -> UnreadTrace | None:
-        """Note a tool span's judged step for the unread note: read whole (or a hand-off) on the trace; part of the
-        call not found, in ``missing`` (made when None, and returned: ``serve`` tells it per request)."""
-        call = step.call
-        kind = step.kind
-        if call is None or (kind != STEP_TOOL and kind != STEP_HANDOFF) or step.origin == ORIGIN_LANE_SPAN:
-            return missing  # not a tool span's
-        if kind == STEP_HANDOFF or (call.arguments_captured and call.result_captured):
-            self.unread_now().tool_read()
-            return missing
-        if missing is None:
-            missing = UnreadTrace()
-        missing.tool(span.attributes, call.arguments_captured, call.result_captured,
-                     [(name, ev) for name, _, ev in span.events], extractor.convention(span.attributes, span.name))
-        return missing
-
-    def task(self, judge: TraceJudge | None) -> TaskOutcome:
-        """How the trace's task ended so far (:meth:`TraceRecord.outcome`), named after its outermost agent span; the
-        duration is its root span's, else its outermost agent span's."""
-        outer = self.outer
-        times = self.root if self.root is not None else (
-            (outer.start_ns, outer.end_ns) if outer is not None else None)
-        return self.outcome(judge, outer.name if outer is not None else None, times)
-
-
-#: Agent spans kept per trace (``SpanTrace.agents``), at most.
-MAX_AGENT_SPANS = 64
-# The outermost of two agent spans: the earlier start, then the longer, then the smaller id (whatever the order).
-def _OUTERMOST(agent: AgentSpan) -> tuple[int, int, int]:
-    return (agent.start_ns, -agent.end_ns, agent.span_id)
-
-
-def _first(ids: set[int], span_id: int, limit: int) -> bool:
-    """Whether ``span_id`` is not in ``ids`` (then added, while fewer than ``limit``)."""
-    if span_id in ids:
-        return False
-    if len(ids) < limit:
-        ids.add(span_id)
-    return True

@@ -1,8 +1,8 @@
-"""Decoded spans -> judge steps, and whole traces of a stored input judged once each (``audit``, ``report``).
+"""Whole traces of a stored input judged once each (``audit``, ``report``; ``calibrate`` takes them unjudged).
 
-:class:`StepReader` reads a :class:`SpanRecord` of any convention as a :class:`~otel_loopguard.core.judge.Step`.
-:class:`TraceCollector` groups the spans of an input (any number of files, spans in any order, any number of
-deliveries) into traces and judges each trace once with a :class:`~otel_loopguard.core.judge.TraceJudge`.
+:class:`TraceCollector` is ``audit``'s adapter over the shared intake (:mod:`.intake`): it groups the spans of an
+input (any number of files, spans in any order, any number of deliveries) into traces and judges each trace once
+with a :class:`~otel_loopguard.core.judge.TraceJudge`.
 
 The release rule of :class:`TraceCollector`: every trace is held until the input ends, and then judged in start
 order, so a trace gets exactly one report whatever the order of its spans (root first, sorted by start time,
@@ -26,20 +26,17 @@ from typing import Any
 import msgspec
 
 from ..core.agent_steps import NEWS_ONLY
-from ..core.config import LoopGuardConfig
-from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from ..core.model import STEP_AGENT, STEP_HANDOFF, ToolCall
-from .agent_steps import lane_step_of_span
-from .assembly import SpanTrace, tool_span_step
-from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
-from .model_calls import Turn, TurnJudge
-from .nesting import CONVENTION_NESTING, tool_origin
+from ..core.model import STEP_AGENT, STEP_HANDOFF
+from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL
+from .intake import SpanTrace, StepReader
+from .model_calls import TurnJudge
+from .nesting import CONVENTION_NESTING
 from .span import SpanRecord
 from .versions import VersionReader, version_keys
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "TraceCollector"]
 
 #: What :class:`TraceCollector` holds at most by default (estimated bytes of held traces and their steps).
 DEFAULT_BUFFER_BYTES = 1 << 30
@@ -69,91 +66,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
-
-
-class StepReader:
-    """Reads decoded spans of every convention as judge steps.
-
-    Args:
-        max_argument_bytes: argument and result text longer than this is neither parsed nor unwrapped (the
-            configuration's ``max_argument_bytes``).
-        context: also read the agent name and conversation id of each step (``serve``'s events need them; a
-            report does not).
-        config: the configuration whose ``redacted_values`` and user-defined conventions apply (and whose
-            ``max_argument_bytes`` wins over the argument).
-    """
-
-    __slots__ = ("_call_of", "_context", "_extractor", "_read_role")
-
-    def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True,
-                 config: LoopGuardConfig | None = None) -> None:
-        self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
-        self._read_role = self._extractor.read_role
-        self._call_of = self._extractor.call_of
-        self._context = context
-
-    @property
-    def extractor(self) -> Extractor:
-        """The extractor it reads with."""
-        return self._extractor
-
-    def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
-        """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
-        for deriving calls when the trace has no tool span), or None for any other span."""
-        role, row = self._read_role(span.attributes, span.name)
-        if role == ROLE_TOOL:
-            return self.tool_step(span, row)
-        if role == ROLE_LLM:
-            return self._extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id,
-                                              span.start_ns, span.end_ns, messages=messages, context=self._context)
-        return None
-
-    def step(self, span: SpanRecord) -> Step | None:
-        """The step of one span: a tool call, a model call with token usage, or None for any other span."""
-        role, row = self._read_role(span.attributes, span.name)
-        if role == ROLE_TOOL:
-            return self.tool_step(span, row)
-        if role == ROLE_LLM:
-            usage = llm_usage(span.attributes)
-            if usage is None:
-                return None
-            return self._step(span, model=usage[0], usage=usage[1])
-        return None
-
-    def tool_step(self, span: SpanRecord, row: Any) -> Step:
-        """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
-        events = span.events
-        call = self._call_of(
-            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
-            ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
-        )
-        return self._step(span, call=call, origin=tool_origin(span.attributes))
-
-    def span_step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
-        """The step of a span that is no model or agent span, in the role and row :meth:`Extractor.read_role` gave
-        it: a tool span's (a transfer or delegation tool read as a hand-off: :func:`~.assembly.tool_span_step`), or
-        of a span no convention reads that is a hand-off or a model call (Logfire's); else None."""
-        if role is None:
-            return lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                     span.end_ns)
-        return tool_span_step(self.tool_step(span, row), span.attributes, span.name, self._extractor)
-
-    def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
-              usage: Usage | None = None, origin: str = "") -> Step:
-        attrs = span.attributes
-        context = self._context
-        return Step(
-            span_id=span.span_id,
-            parent_span_id=span.parent_span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            call=call,
-            model=model,
-            usage=usage,
-            agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
-            conversation=conversation_id(attrs) if context else None,
-            origin=origin,
-        )
 
 
 class _Held(SpanTrace):

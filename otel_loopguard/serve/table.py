@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conventions.agent_steps import ORIGIN_LANE_SPAN
-from ..conventions.assembly import TURN_ORDER, SpanTrace, TurnLog
+from ..conventions.assembly import TURN_ORDER, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
+from ..conventions.intake import SpanTrace, StepReader
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
 from ..conventions.span import SpanRecord
-from ..conventions.traces import StepReader
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
 from ..conventions.versions import VersionReader, Versions, version_keys

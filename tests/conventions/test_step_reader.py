@@ -16,13 +16,13 @@ import pytest
 
 from otel_loopguard.conventions import assembly, traces
 from otel_loopguard.conventions.assembly import TURN_OVERHEAD_BYTES
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.conventions.model_calls import ORIGIN_DERIVED, Turn
 from otel_loopguard.conventions.nesting import ORIGIN_TOOL
 from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.conventions.traces import (
     DEFAULT_BUFFER_BYTES,
     TRACE_OVERHEAD_BYTES,
-    StepReader,
     TraceCollector,
 )
 from otel_loopguard.core.config import LoopGuardConfig
