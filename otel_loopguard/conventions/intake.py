@@ -137,9 +137,14 @@ class SpanTrace(TraceRecord):
         self.subagents: SubAgents | None = None
         self.agent_ids: set[int] = set()
 
-    def first_model(self, span_id: int) -> bool:
-        """Whether a model span is read for the first time (a delivery again is counted once)."""
-        return _first(self.turns_now().ids, span_id, self.max_ids)
+    def model_read_once(self, span: SpanRecord, extractor: Extractor, *, context: bool, agent: str | None,
+                        with_news: bool) -> tuple[Turn | None, Step | None] | None:
+        """Read a model span (None when read before: a delivery again counts once): its turn and its model-turn
+        step (:meth:`TraceRecord.model_span <.assembly.TraceRecord.model_span>`)."""
+        if not _first(self.turns_now().ids, span.span_id, self.max_ids):
+            return None
+        return self.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
+                               span.start_ns, span.end_ns, context=context, agent=agent, with_news=with_news)
 
     def root_read(self, span: SpanRecord) -> None:
         """Note the root span: its times (the task's duration) and, when it ended in error, the task's ``error``."""

@@ -200,13 +200,13 @@ class TraceCollector:
 
     def _add_model(self, held: _Held, span: SpanRecord) -> None:
         """Hold a model span's turn (judged at the end, in end order) and its model-turn step."""
-        if not held.first_model(span.span_id):
+        extractor = self._reader.extractor
+        read = held.model_read_once(span, extractor, context=False, agent=extractor.agent_name(span.attributes),
+                                    with_news=True)
+        if read is None:
             self.duplicates += 1
             return
-        attrs = span.attributes
-        extractor = self._reader.extractor
-        turn, lane = held.model_span(extractor, attrs, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                     span.end_ns, context=False, agent=extractor.agent_name(attrs), with_news=True)
+        turn, lane = read
         if turn is not None:
             self._bytes += held.turns_now().hold(turn)
         self._add_lane_step(held, lane)
@@ -236,8 +236,10 @@ class TraceCollector:
         """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind);
         False when there is none, it was held back as news, or it is a duplicate.
 
-        The news of model calls that asked for tools waits until the trace has a step between agents: the judge
-        reads news only after such a step, and holding the whole trace, ``audit`` need not hold them before."""
+        The news of model calls that asked for tools (what a hand-off without state of its own takes as evidence)
+        waits until the trace has a step between agents, the only step that reads it. The live paths decide when a
+        model span arrives instead (news once the trace's judge has a lane step, whose absence makes the judge drop
+        it): they differ only for a trace with model turns but no step between agents, where news changes nothing."""
         if step is None:
             return False
         if step.call is not None and step.call.tool == NEWS_ONLY and not held.handoffs:

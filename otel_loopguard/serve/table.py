@@ -532,12 +532,12 @@ class TraceTable:
         derive = turns.judge.derive
         fresh: list[Turn] = []
         for span in models:
-            if not trace.first_model(span.span_id):
+            read = trace.model_read_once(span, extractor, context=True, agent=None,
+                                         with_news=trace.judge.has_lanes or handoffs)
+            if read is None:
                 counts["duplicate_spans"] += 1
                 continue
-            turn, lane = trace.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
-                                          span.start_ns, span.end_ns, context=True, agent=None,
-                                          with_news=trace.judge.has_lanes or handoffs)
+            turn, lane = read
             if turn is not None:
                 fresh.append(turn)
                 if lane is not None and trace.judge.add(lane):
