@@ -275,7 +275,9 @@ class TurnLog:
     def hold(self, turn: Turn) -> int:
         """Log a turn until its trace is judged whole (``audit``: bounded by the caller's byte budget, not
         :data:`MAX_TURNS`); returns the estimated bytes newly held (:func:`turn_bytes`)."""
-        turn, added = self._first_results(turn)
+        added = 0
+        if turn.results:
+            turn, added = self._first_results(turn)
         self.log.append(turn)
         return added + turn_bytes(turn)
 

@@ -141,8 +141,12 @@ class SpanTrace(TraceRecord):
                         with_news: bool) -> tuple[Turn | None, Step | None] | None:
         """Read a model span (None when read before: a delivery again counts once): its turn and its model-turn
         step (:meth:`TraceRecord.model_span <.assembly.TraceRecord.model_span>`)."""
-        if not _first(self.turns_now().ids, span.span_id, self.max_ids):
+        ids = self.turns_now().ids
+        span_id = span.span_id
+        if span_id in ids:
             return None
+        if len(ids) < self.max_ids:
+            ids.add(span_id)
         return self.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
                                span.start_ns, span.end_ns, context=context, agent=agent, with_news=with_news)
 
@@ -177,12 +181,18 @@ class SpanTrace(TraceRecord):
         """Note a tool span's judged step for the unread note: read whole (or a hand-off) on the trace; part of the
         call not found, in ``missing`` (made when None, and returned: ``serve`` tells it per request)."""
         call = step.call
-        kind = step.kind
-        if call is None or (kind != STEP_TOOL and kind != STEP_HANDOFF) or step.origin == ORIGIN_LANE_SPAN:
-            return missing  # not a tool span's
-        if kind == STEP_HANDOFF or (call.arguments_captured and call.result_captured):
-            self.unread_now().tool_read()
+        if call is None:
             return missing
+        kind = step.kind
+        if kind == STEP_TOOL:
+            if call.arguments_captured and call.result_captured:  # the usual tool span: read whole
+                (self.unread or self.unread_now()).tool_read()
+                return missing
+        elif kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:  # a hand-off tool span: read
+            (self.unread or self.unread_now()).tool_read()
+            return missing
+        else:
+            return missing  # not a tool span's
         if missing is None:
             missing = UnreadTrace()
         missing.tool(span.attributes, call.arguments_captured, call.result_captured,

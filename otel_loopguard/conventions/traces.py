@@ -31,7 +31,6 @@ from ..core.judge import Step, TraceJudge, TraceReport
 from ..core.model import STEP_AGENT, STEP_HANDOFF
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL
 from .intake import SpanTrace, StepReader
-from .model_calls import TurnJudge
 from .nesting import CONVENTION_NESTING
 from .span import SpanRecord
 from .versions import VersionReader, version_keys
@@ -109,7 +108,8 @@ class TraceCollector:
         self.engine = engine
         self._read_versions = VersionReader(version_keys(engine.config)) if versions else None
         self._reader = StepReader(context=False, config=engine.config)
-        self._read_role = self._reader.extractor.read_role
+        self._extractor = self._reader.extractor
+        self._read_role = self._extractor.read_role
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
@@ -160,38 +160,31 @@ class TraceCollector:
             self._note_attributes(held, span)
         if self._read_versions is not None and (found := self._read_versions(span.attributes, span.resource)):
             held.versions.note(found, span.start_ns, span.span_id)
-        self._take(held, span)
+        # The shared intake (:class:`~.intake.SpanTrace`): the role once, then the span read by its kind.
+        role, row = self._read_role(span.attributes, span.name)
+        if span.parent_span_id is None:
+            held.root_read(span)
+        if role == ROLE_TOOL:
+            self._add_tool(held, span, self._reader.span_step(span, role, row))
+        elif role == ROLE_LLM:
+            self._add_model(held, span)
+        elif role == ROLE_AGENT:
+            for step in held.agent_span(span, self._extractor) or ():  # None: delivered again
+                self._add_lane_step(held, step)
+        else:  # a hand-off or model call no tool or model convention reads (Logfire's); CHAIN/task spans
+            held.unread_now().other(span.attributes, span.span_id)
+            self._add_lane_step(held, self._reader.span_step(span, role, row))
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
 
-    def _take(self, held: _Held, span: SpanRecord) -> None:
-        """Read one span into its trace through the shared intake (:class:`~.assembly.SpanTrace`)."""
-        role, row = self._read_role(span.attributes, span.name)
-        if span.parent_span_id is None:
-            held.root_read(span)
-        if role == ROLE_LLM:
-            self._add_model(held, span)
-        elif role == ROLE_AGENT:
-            for step in held.agent_span(span, self._reader.extractor) or ():  # None: delivered again
-                self._add_lane_step(held, step)
-        else:
-            if role is None:  # an agent framework's CHAIN/task spans: for the unread note
-                held.unread_now().other(span.attributes, span.span_id)
-            self._add_span_step(held, span, role, row)
-
-    def _add_span_step(self, held: _Held, span: SpanRecord, role: str | None, row: Any) -> None:
-        """Hold a tool span's step (a hand-off when it transfers to another agent), noting unread content, or the
-        hand-off or model call of a span no tool or model convention reads (Logfire's)."""
-        step = self._reader.span_step(span, role, row)
+    def _add_tool(self, held: _Held, span: SpanRecord, step: Step | None) -> None:
+        """Hold a tool span's step (a hand-off when it transfers to another agent), noting unread content."""
         if step is None:
-            return
-        if role != ROLE_TOOL:
-            self._add_lane_step(held, step)
             return
         added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
         if added:
-            held.tool_read(step, span, self._reader.extractor, held.unread_now())
+            held.tool_read(step, span, self._extractor, held.unread or held.unread_now())
         if not held.has_tools:
             # Its calls are read from tool spans: the model turns keep only their usage.
             held.has_tools = True
@@ -200,15 +193,16 @@ class TraceCollector:
 
     def _add_model(self, held: _Held, span: SpanRecord) -> None:
         """Hold a model span's turn (judged at the end, in end order) and its model-turn step."""
-        extractor = self._reader.extractor
+        extractor = self._extractor
         read = held.model_read_once(span, extractor, context=False, agent=extractor.agent_name(span.attributes),
                                     with_news=True)
         if read is None:
             self.duplicates += 1
             return
         turn, lane = read
-        if turn is not None:
-            self._bytes += held.turns_now().hold(turn)
+        turns = held.turns  # made by model_read_once
+        if turn is not None and turns is not None:
+            self._bytes += turns.hold(turn)
         self._add_lane_step(held, lane)
 
     def add_all(self, spans: Iterable[SpanRecord], source: str) -> Iterator[TraceReport]:
@@ -301,14 +295,15 @@ class TraceCollector:
             judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
         turns = held.turns
         if turns is not None and turns.log:
-            fresh = TurnJudge(derive=not held.has_tools)
+            # Its turn judge was given no turn yet (deriving calls only while the trace has no tool span): it is
+            # given them now, in end order, so its model calls are counted once for the task's turns too.
+            turn_judge = turns.judge
             for turn in turns.in_end_order():
-                for step in fresh.add(turn):
+                for step in turn_judge.add(turn):
                     judge.add(step)
-            for step in fresh.finish():
+            for step in turn_judge.finish():
                 judge.add(step)
-            held.unread_now().derived(fresh.derived)
-            turns.judge = fresh  # its model calls counted once: the task's turns
+            held.unread_now().derived(turn_judge.derived)
         return judge
 
     def _source(self, held: _Held) -> str:
