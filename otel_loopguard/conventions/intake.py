@@ -26,6 +26,23 @@ from .unread import UnreadTrace
 
 __all__ = ["MAX_AGENT_SPANS", "SpanTrace", "StepReader"]
 
+#: Agent spans kept per trace (``SpanTrace.agents``), at most.
+MAX_AGENT_SPANS = 64
+
+
+def _outermost(agent: AgentSpan) -> tuple[int, int, int]:
+    """The order of agent spans, outermost first: the earlier start, then the longer, then the smaller id."""
+    return (agent.start_ns, -agent.end_ns, agent.span_id)
+
+
+def _first(ids: set[int], span_id: int, limit: int) -> bool:
+    """Whether ``span_id`` is not in ``ids`` (then added, while fewer than ``limit``)."""
+    if span_id in ids:
+        return False
+    if len(ids) < limit:
+        ids.add(span_id)
+    return True
+
 
 class StepReader:
     """Reads decoded spans of every convention as judge steps.
@@ -117,9 +134,8 @@ class SpanTrace(TraceRecord):
     reader): the shared record, plus the root span's times, its agent spans (the outermost kept for the task) and the
     sub-agent steps they complete, and the intake of a model, agent, root or tool span's notes.
 
-    Each adapter reads a span's role once, gives tool and lane spans' steps (:meth:`StepReader.span_step
-    <otel_loopguard.conventions.traces.StepReader.span_step>`) to its judge its own way (``serve`` now, ``audit`` at
-    the end), and the rest here. The caller holds the trace's lock.
+    Each adapter reads a span's role once, gives tool and lane spans' steps (:meth:`StepReader.span_step`) to its
+    judge its own way (``serve`` now, ``audit`` at the end), and the rest here. The caller holds the trace's lock.
     """
 
     __slots__ = ("agent_ids", "outer", "root", "subagents")
@@ -141,14 +157,14 @@ class SpanTrace(TraceRecord):
                         with_news: bool) -> tuple[Turn | None, Step | None] | None:
         """Read a model span (None when read before: a delivery again counts once): its turn and its model-turn
         step (:meth:`TraceRecord.model_span <.assembly.TraceRecord.model_span>`)."""
-        ids = self.turns_now().ids
         span_id = span.span_id
-        if span_id in ids:
+        ids = self.turns_now().ids
+        if span_id in ids:  # (not through _first: this runs for every model span)
             return None
         if len(ids) < self.max_ids:
             ids.add(span_id)
-        return self.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
-                               span.start_ns, span.end_ns, context=context, agent=agent, with_news=with_news)
+        return self.model_span(extractor, span.attributes, span.name, span_id, span.parent_span_id, span.start_ns,
+                               span.end_ns, context=context, agent=agent, with_news=with_news)
 
     def root_read(self, span: SpanRecord) -> None:
         """Note the root span: its times (the task's duration) and, when it ended in error, the task's ``error``."""
@@ -169,7 +185,7 @@ class SpanTrace(TraceRecord):
         if len(self.agents) < MAX_AGENT_SPANS:
             self.agents.append(agent)
         outer = self.outer
-        if outer is None or _OUTERMOST(agent) < _OUTERMOST(outer):
+        if outer is None or _outermost(agent) < _outermost(outer):
             self.outer = agent
         subagents = self.subagents
         if subagents is None:
@@ -186,10 +202,10 @@ class SpanTrace(TraceRecord):
         kind = step.kind
         if kind == STEP_TOOL:
             if call.arguments_captured and call.result_captured:  # the usual tool span: read whole
-                (self.unread or self.unread_now()).tool_read()
+                self.unread_now().tool_read()
                 return missing
         elif kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:  # a hand-off tool span: read
-            (self.unread or self.unread_now()).tool_read()
+            self.unread_now().tool_read()
             return missing
         else:
             return missing  # not a tool span's
@@ -206,19 +222,3 @@ class SpanTrace(TraceRecord):
         times = self.root if self.root is not None else (
             (outer.start_ns, outer.end_ns) if outer is not None else None)
         return self.outcome(judge, outer.name if outer is not None else None, times)
-
-
-#: Agent spans kept per trace (``SpanTrace.agents``), at most.
-MAX_AGENT_SPANS = 64
-# The outermost of two agent spans: the earlier start, then the longer, then the smaller id (whatever the order).
-def _OUTERMOST(agent: AgentSpan) -> tuple[int, int, int]:
-    return (agent.start_ns, -agent.end_ns, agent.span_id)
-
-
-def _first(ids: set[int], span_id: int, limit: int) -> bool:
-    """Whether ``span_id`` is not in ``ids`` (then added, while fewer than ``limit``)."""
-    if span_id in ids:
-        return False
-    if len(ids) < limit:
-        ids.add(span_id)
-    return True

@@ -184,7 +184,7 @@ class TraceCollector:
             return
         added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
         if added:
-            held.tool_read(step, span, self._extractor, held.unread or held.unread_now())
+            held.tool_read(step, span, self._extractor, held.unread_now())
         if not held.has_tools:
             # Its calls are read from tool spans: the model turns keep only their usage.
             held.has_tools = True
@@ -194,8 +194,9 @@ class TraceCollector:
     def _add_model(self, held: _Held, span: SpanRecord) -> None:
         """Hold a model span's turn (judged at the end, in end order) and its model-turn step."""
         extractor = self._extractor
-        read = held.model_read_once(span, extractor, context=False, agent=extractor.agent_name(span.attributes),
-                                    with_news=True)
+        # Its agent as ``serve`` reads it (the span's convention, its name included: the role's lookup answers).
+        agent = extractor.agent_name(span.attributes, name=span.name)
+        read = held.model_read_once(span, extractor, context=False, agent=agent, with_news=True)
         if read is None:
             self.duplicates += 1
             return
