@@ -192,6 +192,12 @@ class SpanTrace(TraceRecord):
             subagents = self.subagents = SubAgents()
         return subagents.agent(attrs, span.span_id, span.parent_span_id, span.start_ns, span.end_ns, name)
 
+    def other_read(self, span: SpanRecord, step: Step | None) -> None:
+        """Note a span no tool, model or agent convention reads: unless it gave a step (a hand-off or a model call:
+        read), an agent framework's structure span (:func:`~.unread.structure_span`) counts for the unread note."""
+        if step is None:
+            self.unread_now().other(span.attributes, span.span_id)
+
     def tool_read(self, step: Step, span: SpanRecord, extractor: Extractor,
                   missing: UnreadTrace | None) -> UnreadTrace | None:
         """Note a tool span's judged step for the unread note: read whole (or a hand-off) on the trace; part of the

@@ -172,8 +172,9 @@ class TraceCollector:
             for step in held.agent_span(span, self._extractor) or ():  # None: delivered again
                 self._add_lane_step(held, step)
         else:  # a hand-off or model call no tool or model convention reads (Logfire's); CHAIN/task spans
-            held.unread_now().other(span.attributes, span.span_id)
-            self._add_lane_step(held, self._reader.span_step(span, role, row))
+            lane = self._reader.span_step(span, role, row)
+            held.other_read(span, lane)
+            self._add_lane_step(held, lane)
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []

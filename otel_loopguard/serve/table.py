@@ -431,7 +431,7 @@ class TraceTable:
         if batch.agents:
             news |= self._note_agents(trace, batch)
         for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
-            trace.unread_now().other(span.attributes, span.span_id)
+            trace.other_read(span, None)
         for root in batch.roots:  # for the task outcome: error status, duration
             trace.root_read(root)
         for found, start_ns, span_id in batch.versions:

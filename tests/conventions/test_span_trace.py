@@ -21,6 +21,7 @@ from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.conventions.traces import TraceCollector
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
+from otel_loopguard.core.judge import Step
 from otel_loopguard.core.outcome import TaskOutcome
 from otel_loopguard.otlp.read import read_spans
 from otel_loopguard.serve.table import TraceTable
@@ -83,3 +84,17 @@ def test_outermost_agent_names_the_task_without_a_root(order: str) -> None:
     assert record.agent_span(inner, extractor) is None  # delivered again: read once
     task = record.task(None)
     assert (task.agent, task.duration_s) == ("planner", pytest.approx(80e-9))
+
+
+def test_a_structure_span_that_gave_a_step_is_read() -> None:
+    """An OpenInference ``CHAIN`` span no convention reads counts for the unread note (one span, structure only,
+    its key named) unless it gave a step (a hand-off or a model call), which reads it: then no cause."""
+    chain = SpanRecord(1, 5, None, "workflow", 0, 10, {"openinference.span.kind": "CHAIN"})
+    alone = SpanTrace()
+    alone.other_read(chain, None)
+    [cause] = alone.unread_now().causes()
+    assert (cause.reason, cause.spans, cause.structure_only, cause.keys) == (
+        "no_tool_calls", 1, True, ("openinference.span.kind",))
+    stepped = SpanTrace()
+    stepped.other_read(chain, Step(span_id=5, parent_span_id=None, start_ns=0, end_ns=10))
+    assert stepped.unread_now().causes() == []
