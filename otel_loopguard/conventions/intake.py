@@ -151,7 +151,8 @@ class SpanTrace(TraceRecord):
         self.outer: AgentSpan | None = None
         # The agent spans' names and the sub-agent steps waiting for their parent's span (made at the first).
         self.subagents: SubAgents | None = None
-        self.agent_ids: set[int] = set()
+        # Agent span ids read (made at the first: most traces of a serve instance have none).
+        self.agent_ids: set[int] | None = None
 
     def model_read_once(self, span: SpanRecord, extractor: Extractor, *, context: bool, agent: str | None,
                         with_news: bool) -> tuple[Turn | None, Step | None] | None:
@@ -175,7 +176,10 @@ class SpanTrace(TraceRecord):
     def agent_span(self, span: SpanRecord, extractor: Extractor) -> list[Step] | None:
         """Read an agent span (None when read before): noted for the unread note and the task, kept among the
         trace's agent spans, and the sub-agent steps it completes (:class:`~.agent_steps.SubAgents`) returned."""
-        if not _first(self.agent_ids, span.span_id, self.max_ids):
+        ids = self.agent_ids
+        if ids is None:
+            ids = self.agent_ids = set()
+        if not _first(ids, span.span_id, self.max_ids):
             return None
         attrs = span.attributes
         self.agent_read(attrs, ended_in_error(span.status_error, (e[0] for e in span.events)))
