@@ -261,26 +261,13 @@ class TurnLog:
         if len(self.log) >= MAX_TURNS or len(self.results) >= MAX_TURNS:
             self.full = True
             return
-        if turn.results:
-            first = self.results
-            at = (turn.start_ns, turn.span_id)
-            for call_id, result in turn.results:
-                known = first.get(call_id)
-                if known is None or at < known[0]:
-                    first[call_id] = (at, result)
-            turn = turn._replace(results=())
-        self.log.append(turn)
+        self.log.append(self._first_results(turn)[0])
 
     def derive_again(self) -> list[Step]:
         """Every derived call, from the logged turns in end order (as ``audit`` derives them)."""
-        by_turn: dict[int, list[tuple[str, Any]]] = {}
-        for call_id, ((_, span_id), result) in self.results.items():
-            by_turn.setdefault(span_id, []).append((call_id, result))
         fresh = TurnJudge()
         out: list[Step] = []
-        for turn in sorted(self.log, key=TURN_ORDER):
-            if turn.results is not None:
-                turn = turn._replace(results=tuple(by_turn.get(turn.span_id, ())))
+        for turn in self.in_end_order():
             out += [s for s in fresh.add(turn) if s.call is not None]
         out += fresh.finish()
         self.judge = fresh
@@ -292,6 +279,56 @@ class TurnLog:
         self.judge.tool_span_seen()
         self.log = []
         self.results = {}
+
+    def in_end_order(self) -> list[Turn]:
+        """The logged turns in end order, each input holding the results first recorded in it (:meth:`keep`)."""
+        by_turn: dict[int, list[tuple[str, Any]]] = {}
+        for call_id, ((_, span_id), result) in self.results.items():
+            by_turn.setdefault(span_id, []).append((call_id, result))
+        return [turn._replace(results=tuple(by_turn.get(turn.span_id, ()))) if turn.results is not None else turn
+                for turn in sorted(self.log, key=TURN_ORDER)]
+
+    def hold(self, turn: Turn) -> int:
+        """Log a turn until its trace is judged whole (``audit``: bounded by the caller's byte budget, not
+        :data:`MAX_TURNS`); returns the estimated bytes newly held (:func:`turn_bytes`)."""
+        added = 0
+        if turn.results:
+            turn, added = self._first_results(turn)
+        self.log.append(turn)
+        return added + turn_bytes(turn)
+
+    def held_bytes(self) -> int:
+        """Estimated bytes of the logged turns and results (:func:`turn_bytes`)."""
+        return sum(map(turn_bytes, self.log)) + sum(_result_bytes(r) for _, r in self.results.values())
+
+    def drop_messages(self) -> int:
+        """The trace has a tool span (``audit``, holding turns until the end): nothing is derived, the logged turns
+        keep only their usage. Returns the estimated bytes freed."""
+        self.judge.tool_span_seen()
+        if not self.results and not any(t.calls or t.history for t in self.log):
+            return 0
+        before = self.held_bytes()
+        self.log = [t._replace(calls=(), results=None, history=()) for t in self.log]
+        self.results = {}
+        return before - self.held_bytes()
+
+    def _first_results(self, turn: Turn) -> tuple[Turn, int]:
+        """Each input repeats every earlier result: each is kept once, with the earliest input holding it (whatever
+        order the spans arrive in); the turn keeps only that its input was recorded. Returns the turn and the
+        estimated bytes of the results newly kept."""
+        if not turn.results:
+            return turn, 0
+        first = self.results
+        at = (turn.start_ns, turn.span_id)
+        added = 0
+        for call_id, result in turn.results:
+            known = first.get(call_id)
+            if known is None:
+                added += _result_bytes(result)
+                first[call_id] = (at, result)
+            elif at < known[0]:
+                first[call_id] = (at, result)
+        return turn._replace(results=()), added
 
 
 class UnreadLog:
@@ -314,3 +351,21 @@ class UnreadLog:
                 return False
             self._seen.add(key)
             return True
+
+
+#: Estimated bytes of one held model turn besides its message content.
+TURN_OVERHEAD_BYTES = 256
+
+
+def turn_bytes(turn: Turn) -> int:
+    """Estimated bytes of a held model turn (``audit``'s budget): its calls, history and results."""
+    size = TURN_OVERHEAD_BYTES
+    for _, name, args in (*turn.calls, *turn.history):
+        size += 64 + len(name) + (len(args) if isinstance(args, str) else 256)
+    for call_id, result in turn.results or ():
+        size += 64 + len(call_id) + (len(result) if isinstance(result, str) else 256)
+    return size
+
+
+def _result_bytes(result: Any) -> int:
+    return 64 + (len(result) if isinstance(result, str) else 256)

@@ -1,8 +1,8 @@
-"""Decoded spans -> judge steps, and whole traces of a stored input judged once each (``audit``, ``report``).
+"""Whole traces of a stored input judged once each (``audit``, ``report``; ``calibrate`` takes them unjudged).
 
-:class:`StepReader` reads a :class:`SpanRecord` of any convention as a :class:`~otel_loopguard.core.judge.Step`.
-:class:`TraceCollector` groups the spans of an input (any number of files, spans in any order, any number of
-deliveries) into traces and judges each trace once with a :class:`~otel_loopguard.core.judge.TraceJudge`.
+:class:`TraceCollector` is ``audit``'s adapter over the shared intake (:mod:`.intake`): it groups the spans of an
+input (any number of files, spans in any order, any number of deliveries) into traces and judges each trace once
+with a :class:`~otel_loopguard.core.judge.TraceJudge`.
 
 The release rule of :class:`TraceCollector`: every trace is held until the input ends, and then judged in start
 order, so a trace gets exactly one report whatever the order of its spans (root first, sorted by start time,
@@ -18,29 +18,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 
 from ..core.agent_steps import NEWS_ONLY
-from ..core.config import LoopGuardConfig
-from ..core.cost import Usage
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
-from ..core.model import STEP_AGENT, STEP_HANDOFF, ToolCall
-from ..core.outcome import TaskOutcome, outcome_of
-from .agent_steps import SubAgents, handoff_of_tool, lane_step_of_span, model_step
-from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL, Extractor, conversation_id, llm_usage
-from .model_calls import Turn, TurnJudge, refused
-from .nesting import CONVENTION_NESTING, tool_origin
-from .span import SpanRecord, ended_in_error
-from .unread import UnreadTrace
-from .versions import TraceVersions, VersionReader, version_keys
+from ..core.model import STEP_AGENT, STEP_HANDOFF
+from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL
+from .intake import SpanTrace, StepReader
+from .nesting import CONVENTION_NESTING
+from .span import SpanRecord
+from .versions import VersionReader, version_keys
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "StepReader", "TraceCollector"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "AssembledTrace", "StepCollector", "TraceCollector"]
 
 #: What :class:`TraceCollector` holds at most by default (estimated bytes of held traces and their steps).
 DEFAULT_BUFFER_BYTES = 1 << 30
@@ -72,159 +67,27 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class StepReader:
-    """Reads decoded spans of every convention as judge steps.
+class _Held(SpanTrace):
+    """One trace held until the input ends: the shared record (its turns held whole, judged at the end in end
+    order), its judge holding its steps, and what its report names."""
 
-    Args:
-        max_argument_bytes: argument and result text longer than this is neither parsed nor unwrapped (the
-            configuration's ``max_argument_bytes``).
-        context: also read the agent name and conversation id of each step (``serve``'s events need them; a
-            report does not).
-        config: the configuration whose ``redacted_values`` and user-defined conventions apply (and whose
-            ``max_argument_bytes`` wins over the argument).
-    """
+    __slots__ = ("best", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "sources")
 
-    __slots__ = ("_call_of", "_context", "_extractor", "_read_role")
-
-    def __init__(self, max_argument_bytes: int = 65_536, *, context: bool = True,
-                 config: LoopGuardConfig | None = None) -> None:
-        self._extractor = Extractor.from_config(config) if config is not None else Extractor(max_argument_bytes)
-        self._read_role = self._extractor.read_role
-        self._call_of = self._extractor.call_of
-        self._context = context
-
-    @property
-    def extractor(self) -> Extractor:
-        """The extractor it reads with."""
-        return self._extractor
-
-    def read(self, span: SpanRecord, *, messages: bool = True) -> Step | Turn | None:
-        """A tool span's step, a model span's :class:`~.model_calls.Turn` (``messages``: with its tool-call content,
-        for deriving calls when the trace has no tool span), or None for any other span."""
-        role, row = self._read_role(span.attributes, span.name)
-        if role == ROLE_TOOL:
-            return self.tool_step(span, row)
-        if role == ROLE_LLM:
-            return self._extractor.model_turn(span.attributes, span.name, span.span_id, span.parent_span_id,
-                                              span.start_ns, span.end_ns, messages=messages, context=self._context)
-        return None
-
-    def step(self, span: SpanRecord) -> Step | None:
-        """The step of one span: a tool call, a model call with token usage, or None for any other span."""
-        role, row = self._read_role(span.attributes, span.name)
-        if role == ROLE_TOOL:
-            return self.tool_step(span, row)
-        if role == ROLE_LLM:
-            usage = llm_usage(span.attributes)
-            if usage is None:
-                return None
-            return self._step(span, model=usage[0], usage=usage[1])
-        return None
-
-    def tool_step(self, span: SpanRecord, row: Any) -> Step:
-        """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
-        events = span.events
-        call = self._call_of(
-            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
-            ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
-        )
-        return self._step(span, call=call, origin=tool_origin(span.attributes))
-
-    def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
-              usage: Usage | None = None, origin: str = "") -> Step:
-        attrs = span.attributes
-        context = self._context
-        return Step(
-            span_id=span.span_id,
-            parent_span_id=span.parent_span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            call=call,
-            model=model,
-            usage=usage,
-            agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
-            conversation=conversation_id(attrs) if context else None,
-            origin=origin,
-        )
-
-
-_TURN_ORDER = attrgetter("end_ns", "start_ns", "span_id")
-#: Estimated bytes of one held model turn besides its message content.
-TURN_OVERHEAD_BYTES = 256
-
-
-def _turn_bytes(turn: Turn) -> int:
-    size = TURN_OVERHEAD_BYTES
-    for _, name, args in (*turn.calls, *turn.history):
-        size += 64 + len(name) + (len(args) if isinstance(args, str) else 256)
-    for call_id, result in turn.results or ():
-        size += 64 + len(call_id) + (len(result) if isinstance(result, str) else 256)
-    return size
-
-
-class _Held:
-    """One trace held until the input ends."""
-
-    __slots__ = ("best", "failed", "handoffs", "judge", "max_end_ns", "news", "order", "partial", "refused", "results",
-                 "root", "sources", "subagents", "tools", "turn_calls", "turn_ids", "turns", "unread", "versions")
+    # Every model and agent span id is remembered: what is held is bounded by the collector's byte budget.
+    max_ids = sys.maxsize
 
     def __init__(self, order: int, partial: bool) -> None:
+        super().__init__()
         self.order = order
         self.partial = partial
-        # Model turns, judged at the end in end order (usage once per model call; calls derived without tool spans).
-        self.turns: list[Turn] = []
-        self.turn_ids: set[int] = set()
-        # Result of each call id: (the earliest input holding it, as (start_ns, span_id), the result).
-        self.results: dict[str, tuple[tuple[int, int], Any]] = {}
-        self.tools = False
         # Hand-off steps were held; the news of model calls that asked for tools, given to the judge only then.
         self.handoffs = False
         self.news: list[Step] = []
-        # The trace's agent spans, made at the first (sub-agent steps: an agent span under another's).
-        self.subagents: SubAgents | None = None
-        self.unread = UnreadTrace()
         self.judge: TraceJudge | None = None
         self.max_end_ns = 0
         self.sources: list[str] = []
         # Per grouping attribute: ((start_ns, end_ns, span_id), value) of the earliest span that has it.
         self.best: dict[str, tuple[tuple[int, int, int], Any]] = {}
-        # For the task outcome, as the processor and serve note it: an agent or root span ended in error; a model
-        # call was refused; the root span's (start_ns, end_ns); model calls counted once (set when judged).
-        self.failed = False
-        self.refused = False
-        self.root: tuple[int, int] | None = None
-        self.turn_calls = 0
-        # The trace's versions, when the collector reads them (made at the first span that has one).
-        self.versions: TraceVersions | None = None
-
-
-def _note_task(held: _Held, span: SpanRecord, role: str | None) -> None:
-    """What a span tells of the task's outcome, read as the processor and ``serve`` read it: error status or an
-    exception event on an agent or root span, a refused model call, the root span's times."""
-    root = span.parent_span_id is None
-    if root:
-        held.root = (span.start_ns, span.end_ns)
-    if (root or role == ROLE_AGENT) and not held.failed:
-        held.failed = ended_in_error(span.status_error, (e[0] for e in span.events))
-    if role == ROLE_LLM and not held.refused:
-        held.refused = refused(span.attributes)
-
-
-def _task(held: _Held, judge: TraceJudge) -> TaskOutcome:
-    """The judged trace's task outcome and figures (the duration is its root span's, when it was read)."""
-    root = held.root
-    return TaskOutcome(
-        outcome=outcome_of(stopped=judge.stop is not None, error=held.failed, refused=held.refused),
-        turns=held.turn_calls,
-        tool_calls=judge.steps,
-        cost_usd=judge.known_cost,
-        duration_s=(root[1] - root[0]) * 1e-9 if root is not None and root[1] >= root[0] else None,
-    )
-
-
-def _new_versions(held: _Held) -> TraceVersions:
-    held.versions = TraceVersions()
-    return held.versions
 
 
 class TraceCollector:
@@ -245,7 +108,8 @@ class TraceCollector:
         self.engine = engine
         self._read_versions = VersionReader(version_keys(engine.config)) if versions else None
         self._reader = StepReader(context=False, config=engine.config)
-        self._read_role = self._reader.extractor.read_role
+        self._extractor = self._reader.extractor
+        self._read_role = self._extractor.read_role
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
@@ -295,56 +159,53 @@ class TraceCollector:
         if self._group_by:
             self._note_attributes(held, span)
         if self._read_versions is not None and (found := self._read_versions(span.attributes, span.resource)):
-            (held.versions or _new_versions(held)).note(found, span.start_ns, span.span_id)
-        attrs = span.attributes
-        role, row = self._read_role(attrs, span.name)
-        _note_task(held, span, role)
+            held.versions.note(found, span.start_ns, span.span_id)
+        # The shared intake (:class:`~.intake.SpanTrace`): the role once, then the span read by its kind.
+        role, row = self._read_role(span.attributes, span.name)
+        if span.parent_span_id is None:
+            held.root_read(span)
         if role == ROLE_TOOL:
-            self._add_tool(held, span, row)
+            self._add_tool(held, span, self._reader.span_step(span, role, row))
         elif role == ROLE_LLM:
-            turn = self._reader.extractor.model_turn(attrs, span.name, span.span_id, span.parent_span_id,
-                                                     span.start_ns, span.end_ns, messages=not held.tools,
-                                                     context=False)
-            if turn is not None and self._add_turn(held, turn):
-                held.unread.model(attrs)
-                self._add_lane_step(held, model_step(attrs, span.span_id, span.parent_span_id, span.start_ns,
-                                                     span.end_ns, self._reader.extractor.agent_name(attrs)))
-        elif role == ROLE_AGENT and span.span_id not in held.turn_ids:
-            held.turn_ids.add(span.span_id)  # an agent span: counted once for the unread note
-            held.unread.model(attrs)
-            if held.subagents is None:
-                held.subagents = SubAgents()
-            for step in held.subagents.agent(attrs, span.span_id, span.parent_span_id, span.start_ns, span.end_ns,
-                                             self._reader.extractor.agent_name(attrs, name=span.name)):
+            self._add_model(held, span)
+        elif role == ROLE_AGENT:
+            for step in held.agent_span(span, self._extractor) or ():  # None: delivered again
                 self._add_lane_step(held, step)
-        else:  # a hand-off or model call no tool or model convention reads (Logfire's)
-            if role is None:
-                held.unread.other(attrs, span.span_id)
-            self._add_lane_step(held, lane_step_of_span(attrs, span.name, span.span_id, span.parent_span_id,
-                                                        span.start_ns, span.end_ns))
+        else:  # a hand-off or model call no tool or model convention reads (Logfire's); CHAIN/task spans
+            lane = self._reader.span_step(span, role, row)
+            held.other_read(span, lane)
+            self._add_lane_step(held, lane)
         if self._bytes > self._max_bytes:
             return self._release_oldest()
         return []
 
-    def _add_tool(self, held: _Held, span: SpanRecord, row: Any) -> None:
+    def _add_tool(self, held: _Held, span: SpanRecord, step: Step | None) -> None:
         """Hold a tool span's step (a hand-off when it transfers to another agent), noting unread content."""
-        attrs = span.attributes
-        step = self._reader.tool_step(span, row)
-        if (handoff := handoff_of_tool(step, attrs, span.name, self._reader.extractor.agent_name)) is not None:
-            self._add_lane_step(held, handoff)  # a tool span all the same, read
-            held.unread.tool_read()
-        elif self._hold(held, step):
-            call = step.call
-            if call is not None:
-                if call.arguments_captured and call.result_captured:
-                    held.unread.tool_read()
-                else:
-                    held.unread.tool(attrs, call.arguments_captured, call.result_captured,
-                                     [(name, ev) for name, _, ev in span.events],
-                                     self._reader.extractor.convention(attrs, span.name))
-        if not held.tools:
-            held.tools = True
-            self._drop_messages(held)
+        if step is None:
+            return
+        added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
+        if added:
+            held.tool_read(step, span, self._extractor, held.unread_now())
+        if not held.has_tools:
+            # Its calls are read from tool spans: the model turns keep only their usage.
+            held.has_tools = True
+            if held.turns is not None:
+                self._bytes -= held.turns.drop_messages()
+
+    def _add_model(self, held: _Held, span: SpanRecord) -> None:
+        """Hold a model span's turn (judged at the end, in end order) and its model-turn step."""
+        extractor = self._extractor
+        # Its agent as ``serve`` reads it (the span's convention, its name included: the role's lookup answers).
+        agent = extractor.agent_name(span.attributes, name=span.name)
+        read = held.model_read_once(span, extractor, context=False, agent=agent, with_news=True)
+        if read is None:
+            self.duplicates += 1
+            return
+        turn, lane = read
+        turns = held.turns  # made by model_read_once
+        if turn is not None and turns is not None:
+            self._bytes += turns.hold(turn)
+        self._add_lane_step(held, lane)
 
     def add_all(self, spans: Iterable[SpanRecord], source: str) -> Iterator[TraceReport]:
         """Hold every span of ``spans``; yields reports of traces released early.
@@ -367,19 +228,25 @@ class TraceCollector:
             self._last = None
             return [self._report(trace_id, h) for trace_id, h in held]
 
-    def _add_lane_step(self, held: _Held, step: Step | None) -> None:
-        """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind)."""
+    def _add_lane_step(self, held: _Held, step: Step | None) -> bool:
+        """Hold a hand-off or model-turn step (judged with the trace's tool calls, in a sequence of its kind);
+        False when there is none, it was held back as news, or it is a duplicate.
+
+        The news of model calls that asked for tools (what a hand-off without state of its own takes as evidence)
+        waits until the trace has a step between agents, the only step that reads it. The live paths decide when a
+        model span arrives instead (news once the trace's judge has a lane step, whose absence makes the judge drop
+        it): they differ only for a trace with model turns but no step between agents, where news changes nothing."""
         if step is None:
-            return
+            return False
         if step.call is not None and step.call.tool == NEWS_ONLY and not held.handoffs:
             held.news.append(step)
-            return
+            return False
         if step.kind in _AGENT_KINDS and not held.handoffs:
             held.handoffs = True
             for news in held.news:
                 self._add_lane_step(held, news)
             held.news = []
-        self._hold(held, step)
+        return self._hold(held, step)
 
     def _hold(self, held: _Held, step: Step) -> bool:
         """Give a step to the trace's judge (made on first use), counting its bytes; False for a duplicate."""
@@ -393,37 +260,6 @@ class TraceCollector:
         self.duplicates += 1
         return False
 
-    def _add_turn(self, held: _Held, turn: Turn) -> bool:
-        if turn.span_id in held.turn_ids:
-            self.duplicates += 1
-            return False
-        held.turn_ids.add(turn.span_id)
-        if turn.results:
-            # Each input repeats every earlier result: each result is kept once, with the earliest input that has
-            # it (whatever order the spans arrive in); the turn keeps only that its input was recorded.
-            first = held.results
-            key = (turn.start_ns, turn.span_id)
-            for call_id, result in turn.results:
-                known = first.get(call_id)
-                if known is None:
-                    first[call_id] = (key, result)
-                    self._bytes += 64 + (len(result) if isinstance(result, str) else 256)
-                elif key < known[0]:
-                    first[call_id] = (key, result)
-            turn = turn._replace(results=())
-        held.turns.append(turn)
-        self._bytes += _turn_bytes(turn)
-        return True
-
-    def _drop_messages(self, held: _Held) -> None:
-        # A trace with a tool span reads its calls there: the model turns keep only their usage.
-        if held.results or any(t.calls or t.history for t in held.turns):
-            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
-            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
-            held.turns = [t._replace(calls=(), results=None, history=()) for t in held.turns]
-            held.results = {}
-            self._bytes += sum(_turn_bytes(t) for t in held.turns)
-
     def _release_oldest(self) -> list[TraceReport]:
         out = []
         while self._bytes > self._max_bytes and self._held:
@@ -431,8 +267,7 @@ class TraceCollector:
             if trace_id == self._last:
                 self._last = None
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
-            self._bytes -= sum(_turn_bytes(t) for t in held.turns)
-            self._bytes -= sum(64 + (len(r) if isinstance(r, str) else 256) for _, r in held.results.values())
+            self._bytes -= held.turns.held_bytes() if held.turns is not None else 0
             self.early_releases += 1
             self._released[trace_id] = None
             if len(self._released) > _MAX_RELEASED_IDS:
@@ -460,21 +295,17 @@ class TraceCollector:
         judge = held.judge
         if judge is None:
             judge = held.judge = TraceJudge(self.engine, nesting=CONVENTION_NESTING)
-        if held.turns:
-            turns = TurnJudge(derive=not held.tools)
-            if held.results:
-                by_turn: dict[int, list[tuple[str, Any]]] = {}
-                for call_id, ((_, span_id), result) in held.results.items():
-                    by_turn.setdefault(span_id, []).append((call_id, result))
-                held.turns = [t._replace(results=tuple(by_turn.get(t.span_id, ()))) if t.results is not None else t
-                              for t in held.turns]
-            for turn in sorted(held.turns, key=_TURN_ORDER):
-                for step in turns.add(turn):
+        turns = held.turns
+        if turns is not None and turns.log:
+            # Its turn judge was given no turn yet (deriving calls only while the trace has no tool span): it is
+            # given them now, in end order, so its model calls are counted once for the task's turns too.
+            turn_judge = turns.judge
+            for turn in turns.in_end_order():
+                for step in turn_judge.add(turn):
                     judge.add(step)
-            for step in turns.finish():
+            for step in turn_judge.finish():
                 judge.add(step)
-            held.unread.derived(turns.derived)
-            held.turn_calls = turns.calls
+            held.unread_now().derived(turn_judge.derived)
         return judge
 
     def _source(self, held: _Held) -> str:
@@ -496,12 +327,12 @@ class TraceCollector:
         if held.partial:
             judge.partial = True
         report = judge.report(self._source(held), f"{trace_id:032x}", attributes=self._attributes(held))
-        causes = held.unread.causes(judge.lanes_read)
+        causes = held.unread_now().causes(judge.lanes_read)
         if causes:
             report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
-        if held.versions is not None:
+        if self._read_versions is not None:
             report = dataclasses.replace(report, versions=held.versions.values())
-        return dataclasses.replace(report, task=_task(held, judge))
+        return dataclasses.replace(report, task=held.task(judge))
 
 
 class AssembledTrace(msgspec.Struct, frozen=True):
@@ -534,4 +365,4 @@ class StepCollector(TraceCollector):
     def _report(self, trace_id: int, held: _Held) -> Any:
         return AssembledTrace(trace_id, tuple(self._assembled(held).assembled()), held.max_end_ns,
                               self._source(held), self._attributes(held), held.partial,
-                              held.versions.values() if held.versions is not None else ())
+                              held.versions.values())

@@ -13,20 +13,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
-from ..conventions.agent_steps import (
-    ORIGIN_LANE_SPAN,
-    SubAgents,
-    lane_step_of_span,
-)
-from ..conventions.assembly import TURN_ORDER, AgentSpan, TraceRecord, TurnLog, tool_span_step
+from ..conventions.agent_steps import ORIGIN_LANE_SPAN
+from ..conventions.assembly import TURN_ORDER, TurnLog
 from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
+from ..conventions.intake import SpanTrace, StepReader
 from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.span import SpanRecord, ended_in_error
-from ..conventions.traces import StepReader
+from ..conventions.span import SpanRecord
 from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
 from ..conventions.versions import VersionReader, Versions, version_keys
@@ -48,9 +43,6 @@ _OPEN, _FINISHING, _DONE, _GONE = "open", "finishing", "done", "gone"
 
 #: Senders remembered per trace, at most.
 MAX_PEERS = 8
-# Agent spans, and model and agent span ids (for de-duplication), remembered per trace, at most.
-_MAX_AGENTS = 64
-_MAX_MODEL_IDS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,21 +179,11 @@ class _Batch:
         return by_id.get(span_id)
 
 
-def _note_task(trace: _Trace, batch: _Batch) -> None:
-    """What a batch tells of the task's outcome: a root span (its error status; its times kept for the duration)."""
-    for root in batch.roots:
-        trace.root = (root.start_ns, root.end_ns)
-        if ended_in_error(root.status_error, (e[0] for e in root.events)):
-            trace.failed = True
-
-
-class _Trace(TraceRecord):
+class _Trace(SpanTrace):
     """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
     table's lifecycle and its senders."""
 
     __slots__ = (
-        "agent_ids",
-        "agents",
         "changed",
         "context",
         "judge",
@@ -212,9 +194,7 @@ class _Trace(TraceRecord):
         "lock",
         "max_end_ns",
         "peers",
-        "root",
         "status",
-        "subagents",
         "tenant",
         "trace_id",
         "tracked",
@@ -237,23 +217,9 @@ class _Trace(TraceRecord):
         self.tracked = False
         # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
         self.changed = True
-        # Agent span ids received (each counted once).
-        self.agent_ids: set[int] | None = None
-        # The agent spans' names and the sub-agent steps waiting for their parent's span (made at the first).
-        self.subagents: SubAgents | None = None
         self.peers: list[str] | None = None
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
-        # For the task outcome: the root span's times (never the span: a finished trace is remembered).
-        self.root: tuple[int, int] | None = None
-
-    def task(self) -> TaskOutcome:
-        """How the trace ended so far: the shared outcome, named after its outermost agent span; the duration is its
-        root span's (else its outermost agent span's)."""
-        outer = min(self.agents, key=attrgetter("start_ns"), default=None)
-        times = self.root if self.root is not None else (
-            (outer.start_ns, outer.end_ns) if outer is not None else None)
-        return self.outcome(self.judge, outer.name if outer is not None else None, times)
 
 
 class TraceTable:
@@ -355,19 +321,11 @@ class TraceTable:
         elif role == ROLE_AGENT:
             batch.agents.append(span)
         else:
-            step = self._step(span, role, row)
+            step = self._reader.span_step(span, role, row)
             if step is not None:
                 batch.steps.append((step, span))
             elif role is None and structure_span(span.attributes):  # for the unread note
                 batch.others.append(span)
-
-    def _step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
-        """The step of a tool span (a transfer or delegation tool read as a hand-off), or of a span no convention
-        reads that is a hand-off or a model call (Logfire's); None for any other span."""
-        if role is None:
-            return lane_step_of_span(span.attributes, span.name, span.span_id, span.parent_span_id, span.start_ns,
-                                     span.end_ns)
-        return tool_span_step(self._reader.tool_step(span, row), span.attributes, span.name, self._reader.extractor)
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -473,9 +431,9 @@ class TraceTable:
         if batch.agents:
             news |= self._note_agents(trace, batch)
         for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
-            trace.unread_now().other(span.attributes, span.span_id)
-        if batch.roots:
-            _note_task(trace, batch)
+            trace.other_read(span, None)
+        for root in batch.roots:  # for the task outcome: error status, duration
+            trace.root_read(root)
         for found, start_ns, span_id in batch.versions:
             trace.versions.note(found, start_ns, span_id)
         added = self._add_steps(trace, batch, counts, notes)
@@ -507,31 +465,15 @@ class TraceTable:
         return False
 
     def _note_agents(self, trace: _Trace, batch: _Batch) -> bool:
-        """Remember the batch's agent spans not seen before (each once), adding the sub-agent steps they complete to
-        the batch's steps; returns whether there was one."""
-        spans = batch.agents
-        subagents = trace.subagents
-        if subagents is None:
-            subagents = trace.subagents = SubAgents()
-        ids = trace.agent_ids
-        if ids is None:
-            ids = trace.agent_ids = set()
-        agents = trace.agents
+        """Read the batch's agent spans not seen before (each once, :meth:`SpanTrace.agent_span`), adding the
+        sub-agent steps they complete to the batch's steps; returns whether there was one."""
         extractor = self._reader.extractor
         news = False
-        for span in spans:
-            if span.span_id in ids:
-                continue
-            if len(ids) < _MAX_MODEL_IDS:
-                ids.add(span.span_id)
-            trace.agent_read(span.attributes, ended_in_error(span.status_error, (e[0] for e in span.events)))
-            # Its attributes are final (the span ended): the calls it holds are named after it from now on.
-            name = extractor.agent_name(span.attributes, name=span.name)
-            if len(agents) < _MAX_AGENTS:
-                agents.append(AgentSpan(span.span_id, name, start_ns=span.start_ns, end_ns=span.end_ns))
-            batch.steps.extend((step, span) for step in subagents.agent(
-                span.attributes, span.span_id, span.parent_span_id, span.start_ns, span.end_ns, name))
-            news = True
+        for span in batch.agents:
+            steps = trace.agent_span(span, extractor)
+            if steps is not None:
+                batch.steps.extend((step, span) for step in steps)
+                news = True
         return news
 
     def _add_steps(self, trace: _Trace, batch: _Batch, counts: dict[str, int], notes: list[Unread]) -> int:
@@ -539,32 +481,17 @@ class TraceTable:
         # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
         # trace directly.
         seen: UnreadTrace | None = None
-        unread = trace.unread_now()
         extractor = self._reader.extractor
         add = trace.judge.add
         added = 0
         for step, span in batch.steps:
-            if not add(step):
-                continue
-            added += 1
-            call = step.call
-            if call is None or step.kind not in (STEP_TOOL, STEP_HANDOFF):
-                continue
-            if step.kind == STEP_HANDOFF:
-                if step.origin != ORIGIN_LANE_SPAN:
-                    unread.tool(span.attributes, True, True)  # a hand-off tool span: read
-                continue
-            if call.arguments_captured and call.result_captured:
-                unread.tool(span.attributes, True, True)
-                continue
-            if seen is None:
-                seen = UnreadTrace()
-            seen.tool(span.attributes, call.arguments_captured, call.result_captured,
-                      [(name, ev) for name, _, ev in span.events], extractor.convention(span.attributes, span.name))
+            if add(step):
+                added += 1
+                seen = trace.tool_read(step, span, extractor, seen)
         # Counted per batch: a step not added was a duplicate.
         counts["duplicate_spans"] += len(batch.steps) - added
         if seen is not None:
-            unread.merge(seen)
+            trace.unread_now().merge(seen)
             # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
             # arrive in any order, its root first as well as last.)
             notes += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
@@ -603,17 +530,14 @@ class TraceTable:
         extractor = self._reader.extractor
         lanes = 0
         derive = turns.judge.derive
-        ids = turns.ids
         fresh: list[Turn] = []
         for span in models:
-            if span.span_id in ids:
+            read = trace.model_read_once(span, extractor, context=True, agent=None,
+                                         with_news=trace.judge.has_lanes or handoffs)
+            if read is None:
                 counts["duplicate_spans"] += 1
                 continue
-            if len(ids) < _MAX_MODEL_IDS:
-                ids.add(span.span_id)
-            turn, lane = trace.model_span(extractor, span.attributes, span.name, span.span_id, span.parent_span_id,
-                                          span.start_ns, span.end_ns, context=True, agent=None,
-                                          with_news=trace.judge.has_lanes or handoffs)
+            turn, lane = read
             if turn is not None:
                 fresh.append(turn)
                 if lane is not None and trace.judge.add(lane):
@@ -717,7 +641,7 @@ class TraceTable:
             if causes:
                 report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
             return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
-                                 trace.agent_calls(), trace.tenant, trace.task())
+                                 trace.agent_calls(), trace.tenant, trace.task(judge))
 
     def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
         """The event for what the trace's judge told (a re-evaluation at the finish points at its last call)."""

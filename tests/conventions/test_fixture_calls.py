@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.conventions.model_calls import ORIGIN_DERIVED, Turn, TurnJudge
 from otel_loopguard.conventions.names import UNREAD_TOOL
 from otel_loopguard.conventions.nesting import CONVENTION_NESTING
-from otel_loopguard.conventions.traces import StepReader
 from otel_loopguard.core.judge import join_nested
 from otel_loopguard.core.model import ToolCall
 from otel_loopguard.otlp.read import read_spans

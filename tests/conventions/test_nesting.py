@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.conventions.nesting import CONVENTION_NESTING, ORIGIN_TOOL, join_same_call, tool_origin
-from otel_loopguard.conventions.traces import StepReader, TraceCollector
+from otel_loopguard.conventions.traces import TraceCollector
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.engine import LoopEngine
 from otel_loopguard.core.judge import MCP_CLIENT_NESTING, ORIGIN_MCP_CLIENT, Step, TraceJudge, join_nested

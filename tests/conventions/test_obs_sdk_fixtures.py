@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard import cli
-from otel_loopguard.conventions.traces import StepReader
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.otlp.read import read_spans
 from tests.support.recorded_fixtures import (
     OBS_MODEL_SPAN_SOURCES,

@@ -14,15 +14,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from otel_loopguard.conventions import traces
+from otel_loopguard.conventions import assembly, traces
+from otel_loopguard.conventions.assembly import TURN_OVERHEAD_BYTES
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.conventions.model_calls import ORIGIN_DERIVED, Turn
 from otel_loopguard.conventions.nesting import ORIGIN_TOOL
 from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.conventions.traces import (
     DEFAULT_BUFFER_BYTES,
     TRACE_OVERHEAD_BYTES,
-    TURN_OVERHEAD_BYTES,
-    StepReader,
     TraceCollector,
 )
 from otel_loopguard.core.config import LoopGuardConfig
@@ -307,9 +307,9 @@ def test_turn_bytes() -> None:
     # repeated in the input, and 64 + the call id + the result text (256 when not text) per result.
     turn = Turn(1, None, 0, 1, None, None, calls=(("c1", "search", "{}"), (None, "read", {"d": 1})),
                 results=(("c1", "abc"), ("c22", [1])), history=(("c0", "ls", None),))
-    assert traces._turn_bytes(turn) == 256 + (64 + 6 + 2) + (64 + 4 + 256) + (64 + 2 + 3) + (64 + 3 + 256) + (
+    assert assembly.turn_bytes(turn) == 256 + (64 + 6 + 2) + (64 + 4 + 256) + (64 + 2 + 3) + (64 + 3 + 256) + (
         64 + 2 + 256)
-    assert traces._turn_bytes(Turn(1, None, 0, 1, None, None)) == 256
+    assert assembly.turn_bytes(Turn(1, None, 0, 1, None, None)) == 256
 
 
 def test_calls_derived_from_turns_in_any_order(judge_of: Callable[[str], _Recorder]) -> None:

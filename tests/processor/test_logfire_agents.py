@@ -28,7 +28,7 @@ import pytest
 
 from otel_loopguard import cli
 from otel_loopguard.conventions.extract import Extractor
-from otel_loopguard.conventions.traces import StepReader
+from otel_loopguard.conventions.intake import StepReader
 from otel_loopguard.otlp.read import read_spans
 from tests.processor.conftest import Harness
 from tests.serve._support import served
