@@ -8,26 +8,19 @@ by ``max_traces``, ``max_trace_bytes`` and ``max_kept_bytes``. The rules in full
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..conventions.agent_steps import ORIGIN_LANE_SPAN
-from ..conventions.assembly import TURN_ORDER, TurnLog
-from ..conventions.extract import ROLE_AGENT, ROLE_LLM, conversation_id
-from ..conventions.intake import SpanTrace, StepReader
-from ..conventions.model_calls import ORIGIN_DERIVED, Turn
 from ..conventions.nesting import CONVENTION_NESTING
+from ..conventions.received import BatchTold, ReceivedTrace, RequestReader, SpanBatch
 from ..conventions.span import SpanRecord
-from ..conventions.unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
-from ..conventions.verdicts import RECEIVED, VerdictEvent, verdict_event
-from ..conventions.versions import VersionReader, Versions, version_keys
+from ..conventions.unread import MAX_KEYS, Unread
+from ..conventions.verdicts import VerdictEvent
 from ..core.engine import LoopEngine
-from ..core.judge import Judged, Step, TraceJudge, TraceReport
-from ..core.model import STEP_HANDOFF, STEP_TOOL, WORKING
+from ..core.judge import TraceJudge, TraceReport
 from ..core.outcome import TaskOutcome
 from ..core.store import EVICT_CAPACITY
 
@@ -144,82 +137,22 @@ def _merged(notes: list[Unread]) -> list[Unread]:
     return [Unread(reason, tuple(sorted(keys))[:MAX_KEYS], spans) for reason, (keys, spans) in by_reason.items()]
 
 
-class _Batch:
-    """One request's spans of one trace, read without a lock."""
+class _Trace(ReceivedTrace):
+    """Everything the table keeps about one trace: the received record (:class:`~..conventions.received.ReceivedTrace`),
+    plus its lock, its place in the table's lifecycle, its kept bytes and its senders."""
 
-    __slots__ = ("agents", "by_id", "max_end_ns", "models", "others", "roots", "spans", "steps", "versions")
-
-    def __init__(self) -> None:
-        self.spans = 0
-        self.max_end_ns = 0
-        # (tool or usage step, its span); model spans (read under the trace's lock: whether their messages are
-        # needed depends on the trace); agent spans (for the unread note).
-        self.steps: list[tuple[Step, SpanRecord]] = []
-        self.models: list[SpanRecord] = []
-        self.agents: list[SpanRecord] = []
-        # Spans of an agent framework's structure that are no tool, model or agent span (for the unread note).
-        self.others: list[SpanRecord] = []
-        # Root spans (for the task outcome: error status, duration, version attributes).
-        self.roots: list[SpanRecord] = []
-        # (versions, start, span id) of the spans that carry any (conventions/versions.py).
-        self.versions: list[tuple[Versions, int, int]] = []
-        self.by_id: dict[int, SpanRecord] | None = None
-
-    def note_versions(self, span: SpanRecord, read: VersionReader) -> None:
-        """Keep the versions the span carries, if any (noted on the trace under its lock)."""
-        found = read(span.attributes, span.resource)
-        if found:
-            self.versions.append((found, span.start_ns, span.span_id))
-
-    def span(self, span_id: int) -> SpanRecord | None:
-        """The batch's tool span of this id (looked up only when an event is made)."""
-        by_id = self.by_id
-        if by_id is None:
-            by_id = self.by_id = {step.span_id: span for step, span in self.steps}
-        return by_id.get(span_id)
-
-
-class _Trace(SpanTrace):
-    """Everything the table keeps about one trace: the shared record, plus its judge, its lock, its place in the
-    table's lifecycle and its senders."""
-
-    __slots__ = (
-        "changed",
-        "context",
-        "judge",
-        "kept",
-        "key",
-        "last_seen",
-        "last_step",
-        "lock",
-        "max_end_ns",
-        "peers",
-        "status",
-        "tenant",
-        "trace_id",
-        "tracked",
-    )
+    __slots__ = ("kept", "key", "last_seen", "lock", "peers", "status")
 
     def __init__(self, trace_id: int, judge: TraceJudge, tenant: str = "") -> None:
-        super().__init__()
-        self.trace_id = trace_id
-        #: Who sent it, when tokens name tenants ("" otherwise); the table's key is (tenant, trace id) then.
-        self.tenant = tenant
+        super().__init__(trace_id, judge, tenant)
+        # The table's key is (tenant, trace id) when tokens name tenants.
         self.key: Any = (tenant, trace_id) if tenant else trace_id
-        self.judge = judge
         self.lock = threading.Lock()
         self.status = _OPEN
-        self.max_end_ns = 0
         self.last_seen = 0.0
-        self.last_step: Step | None = None
         # Bytes of kept steps as last accounted in the table's total.
         self.kept = 0
-        self.tracked = False
-        # Whether anything new arrived since the last finish (a batch of duplicates only is not news).
-        self.changed = True
         self.peers: list[str] | None = None
-        # (agent, conversation) the last tool span an event was made for names (read from the span then).
-        self.context: tuple[str | None, str | None] = (None, None)
 
 
 class TraceTable:
@@ -242,12 +175,9 @@ class TraceTable:
         self._max_open = engine.config.max_traces
         self._max_trace_bytes = max_trace_bytes
         self._max_kept = max_kept_bytes
-        # The configuration's redaction placeholders and user-defined conventions apply.
-        # The agent and conversation of a step are read only when an event is made (_event), not for every span.
-        self._reader = StepReader(config=engine.config, context=False)
-        # Shared by the receiving threads: it swaps its cached (resource, versions) pair whole, so a race only
-        # reads a resource again.
-        self._read_versions = VersionReader(version_keys(engine.config))
+        # The configuration's redaction placeholders, user-defined conventions and version keys apply.
+        self._reader = RequestReader(engine.config)
+        self._extractor = self._reader.extractor
         #: Whether finished traces' reports carry the exact run audit (``ok``, ``violations``): only a report
         #: listener reads them (the metrics do not), so :class:`Server` turns it on with the first one. It applies to
         #: traces opened from then on.
@@ -282,14 +212,15 @@ class TraceTable:
             (events to emit, tool names of newly judged calls, traces finished early to bound memory,
             current verdict kinds of traces that became tracked: new ones, or finished ones reopened by late spans).
         """
-        by_trace: dict[int, _Batch] = {}
+        by_trace: dict[int, SpanBatch] = {}
         count = 0
+        sort = self._reader.sort
         for span in spans:
             count += 1
             batch = by_trace.get(span.trace_id)
             if batch is None:
-                batch = by_trace[span.trace_id] = _Batch()
-            self._sort(batch, span)
+                batch = by_trace[span.trace_id] = SpanBatch()
+            sort(batch, span)
         events: list[VerdictEvent] = []
         tools: list[str] = []
         evicted: list[_Trace] = []
@@ -298,34 +229,20 @@ class TraceTable:
         counts = dict.fromkeys(_COUNTERS, 0)
         counts["spans"] = count
         for trace_id, batch in by_trace.items():
-            self._take(trace_id, batch, now, events, tools, started, evicted, counts, notes, peer, tenant)
+            told = self._take(trace_id, batch, now, evicted, counts, peer, tenant)
+            events += told.events
+            tools += told.tools
+            started += told.started
+            notes += told.unread
+            counts["duplicate_spans"] += told.duplicates
+            counts["tool_calls"] += told.tool_calls
+            counts["reordered_traces"] += told.reordered
         finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
         self._count(counts)
         self._trim_kept()
         if unread is not None and notes:
             unread.extend(_merged(notes))
         return events, tools, finished, started
-
-    def _sort(self, batch: _Batch, span: SpanRecord) -> None:
-        """Put one span of a request into its trace's batch, classified once: the role, and for a tool span the
-        convention row that reads it."""
-        batch.spans += 1
-        if span.end_ns > batch.max_end_ns:
-            batch.max_end_ns = span.end_ns
-        role, row = self._reader.extractor.read_role(span.attributes, span.name)
-        if span.parent_span_id is None:
-            batch.roots.append(span)
-        batch.note_versions(span, self._read_versions)
-        if role == ROLE_LLM:
-            batch.models.append(span)
-        elif role == ROLE_AGENT:
-            batch.agents.append(span)
-        else:
-            step = self._reader.span_step(span, role, row)
-            if step is not None:
-                batch.steps.append((step, span))
-            elif role is None and structure_span(span.attributes):  # for the unread note
-                batch.others.append(span)
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -376,9 +293,9 @@ class TraceTable:
 
     # -- internals -------------------------------------------------------------
 
-    def _take(self, trace_id: int, batch: _Batch, now: float, events: list[VerdictEvent], tools: list[str],
-              started: list[str], evicted: list[_Trace], counts: dict[str, int], notes: list[Unread],
-              peer: str, tenant: str = "") -> None:
+    def _take(self, trace_id: int, batch: SpanBatch, now: float, evicted: list[_Trace], counts: dict[str, int],
+              peer: str, tenant: str = "") -> BatchTold:
+        """Find or open the batch's trace (reopening a finished one), note its sender and judge the batch."""
         key: Any = (tenant, trace_id) if tenant else trace_id
         while True:
             with self._lock:
@@ -411,154 +328,23 @@ class TraceTable:
                     trace.peers = [peer]
                 elif peer not in peers and len(peers) < MAX_PEERS:
                     peers.append(peer)
-                delta = self._judge(trace, batch, reopened, events, tools, started, counts, notes)
-                if delta:
-                    with self._lock:
-                        self._account(trace, delta)
-            return
+                return self._judge(trace, batch, reopened, counts)
 
-    def _judge(self, trace: _Trace, batch: _Batch, reopened: bool, events: list[VerdictEvent], tools: list[str],
-               started: list[str], counts: dict[str, int], notes: list[Unread]) -> int:
-        """Judge a batch of one trace (caller holds its lock); returns the change of its kept bytes."""
-        judge = trace.judge
-        news = False
-        if batch.max_end_ns > trace.max_end_ns:
-            trace.max_end_ns = batch.max_end_ns
-            news = True
-        if batch.steps and not trace.has_tools and any(step.call is not None and step.origin != ORIGIN_LANE_SPAN
-                                                       for step, _ in batch.steps):
-            news |= self._tools_seen(trace)
-        if batch.agents:
-            news |= self._note_agents(trace, batch)
-        for span in batch.others:  # an agent framework's CHAIN/task spans: for the unread note
-            trace.other_read(span, None)
-        for root in batch.roots:  # for the task outcome: error status, duration
-            trace.root_read(root)
-        for found, start_ns, span_id in batch.versions:
-            trace.versions.note(found, start_ns, span_id)
-        added = self._add_steps(trace, batch, counts, notes)
-        if batch.models:
-            added += self._turns(trace, trace.turns_now(), batch.models, reopened, trace.unread_now(), counts,
-                                 any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
-        if added or news:
-            trace.changed = True
-            if reopened and trace.tracked:
-                started.append(judge.verdict.kind)
-        if not added:
-            return 0
-        self._advance(trace, batch, events, tools, started, counts)
-        if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
-            judge.drop_steps()
-            counts["inexact_traces"] += 1
-        delta = judge.kept_bytes - trace.kept
-        trace.kept = judge.kept_bytes
-        return delta
-
-    def _tools_seen(self, trace: _Trace) -> bool:
-        """The trace's calls are read from its tool spans from now on: none is derived from its model spans (those
-        derived before are dropped; the trace is judged again without them at the finish). Returns whether any was."""
-        if trace.tools_seen() is None:
-            return False
-        if trace.judge.discard(ORIGIN_DERIVED):
-            trace.unread_now().set_derived(0)
-            return True
-        return False
-
-    def _note_agents(self, trace: _Trace, batch: _Batch) -> bool:
-        """Read the batch's agent spans not seen before (each once, :meth:`SpanTrace.agent_span`), adding the
-        sub-agent steps they complete to the batch's steps; returns whether there was one."""
-        extractor = self._reader.extractor
-        news = False
-        for span in batch.agents:
-            steps = trace.agent_span(span, extractor)
-            if steps is not None:
-                batch.steps.extend((step, span) for step in steps)
-                news = True
-        return news
-
-    def _add_steps(self, trace: _Trace, batch: _Batch, counts: dict[str, int], notes: list[Unread]) -> int:
-        """Add the batch's tool steps to the judge, noting unread content; returns how many were new."""
-        # What this batch could not read (its unknown-attribute causes go in the answer); the rest is noted on the
-        # trace directly.
-        seen: UnreadTrace | None = None
-        extractor = self._reader.extractor
-        add = trace.judge.add
-        added = 0
-        for step, span in batch.steps:
-            if add(step):
-                added += 1
-                seen = trace.tool_read(step, span, extractor, seen)
-        # Counted per batch: a step not added was a duplicate.
-        counts["duplicate_spans"] += len(batch.steps) - added
-        if seen is not None:
-            trace.unread_now().merge(seen)
-            # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
-            # arrive in any order, its root first as well as last.)
-            notes += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
-        return added
-
-    def _advance(self, trace: _Trace, batch: _Batch, events: list[VerdictEvent], tools: list[str],
-                 started: list[str], counts: dict[str, int]) -> None:
-        """Judge what was added, in start order, and make the events it told."""
-        judge = trace.judge
-        was_reordered = judge.reordered
-        judged: list[Step] = []
-        told = judge.advance(judged=judged)
-        if judge.reordered and not was_reordered:
-            counts["reordered_traces"] += 1
-        calls = 0
-        for step in judged:
-            if step.call is not None and step.kind == STEP_TOOL:
-                calls += 1
-                tools.append(step.call.tool)
-                trace.last_step = step
-                trace.tool_ended(step.end_ns)
-        counts["tool_calls"] += calls
-        for item in told:
-            events.append(self._event(trace, item, batch))
-        if not trace.tracked and judged:
-            # Counted as started in ``working`` (as the processor counts it): the transitions told above move it.
-            trace.tracked = True
-            started.append(WORKING)
-
-    def _turns(self, trace: _Trace, turns: TurnLog, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
-               counts: dict[str, int], handoffs: bool = False) -> int:
-        """Judge a batch's model spans (caller holds the trace's lock); returns how many steps were added.
-
-        With ``handoffs`` (the batch holds a hand-off), model calls that asked for tools are read as news for the
-        hand-offs too (:func:`~..conventions.agent_steps.model_step`)."""
-        extractor = self._reader.extractor
-        lanes = 0
-        derive = turns.judge.derive
-        fresh: list[Turn] = []
-        for span in models:
-            read = trace.model_read_once(span, extractor, context=True, agent=None,
-                                         with_news=trace.judge.has_lanes or handoffs)
-            if read is None:
-                counts["duplicate_spans"] += 1
-                continue
-            turn, lane = read
-            if turn is not None:
-                fresh.append(turn)
-                if lane is not None and trace.judge.add(lane):
-                    lanes += 1
-        if not fresh:
-            return lanes
-        # In end order: a derived call takes its result from the next model call's input.
-        fresh.sort(key=TURN_ORDER)
-        if reopened and derive:
-            turns.unordered = True  # its pending calls were judged without a result at the last finish
-        judge = trace.judge
-        added = lanes
-        for turn in fresh:
-            if derive:
-                turns.keep(turn)
-            for step in turns.judge.add(turn):
-                if judge.add(step):
-                    added += 1
-                    if step.call is not None:
-                        seen.derived(1)
-        return added
+    def _judge(self, trace: _Trace, batch: SpanBatch, reopened: bool, counts: dict[str, int]) -> BatchTold:
+        """Judge a batch of one trace (caller holds its lock), then bound the steps it keeps and account their
+        bytes."""
+        told = trace.take(batch, reopened, self._extractor)
+        if told.added:
+            judge = trace.judge
+            if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
+                judge.drop_steps()
+                counts["inexact_traces"] += 1
+            delta = judge.kept_bytes - trace.kept
+            trace.kept = judge.kept_bytes
+            if delta:
+                with self._lock:
+                    self._account(trace, delta)
+        return told
 
     def _account(self, trace: _Trace, delta: int) -> None:
         # Caller holds the table's lock.
@@ -605,72 +391,17 @@ class TraceTable:
                     # A finished trace gives its kept steps up first when memory runs short. (A trace being given
                     # up by _trim_kept is out of this map already, with its bytes still counted until then.)
                     self._keeping.move_to_end(trace.key, last=False)
-            judge = trace.judge
-            if not trace.changed:
+            done = trace.finish(SERVE_SOURCE, self._extractor)
+            if done is None:
                 return None  # nothing new since the last finish (a late batch of duplicates)
-            trace.changed = False
-            rejudged, retracted = judge.rejudged, judge.retracted
-            turns = trace.turns
-            if turns is not None and turns.judge.derive:
-                if turns.unordered and not turns.full:
-                    # The model turns arrived out of end order: their calls are derived again, exactly.
-                    judge.discard(ORIGIN_DERIVED)
-                    derived = turns.derive_again()
-                    for step in derived:
-                        judge.add(step)
-                    trace.unread_now().set_derived(len(derived))
-                else:
-                    if turns.unordered:
-                        judge.partial = True
-                    # Calls derived from model spans that never got a result are judged now, without one.
-                    for step in trace.pending_calls():
-                        if judge.add(step):
-                            trace.unread_now().derived(1)
-            told = judge.finish(trace.max_end_ns * 1e-9 if trace.max_end_ns else None)
-            for judged in told:
-                events.append(self._event(trace, judged))
-            report = dataclasses.replace(judge.report(SERVE_SOURCE, f"{trace.trace_id:032x}"),
-                                         versions=trace.versions.values())
-            known_cost = judge.known_cost is not None
+            events += done.events
             counts = dict.fromkeys(_COUNTERS, 0)
             counts["finished_traces"] = 1
-            counts["rejudged_traces"] = judge.rejudged - rejudged
-            counts["rejudged_events_retracted"] = judge.retracted - retracted
+            counts["rejudged_traces"] = done.rejudged
+            counts["rejudged_events_retracted"] = done.retracted
             self._count(counts)
-            causes = tuple(trace.unread_now().causes(judge.lanes_read))
-            if causes:
-                report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
-            return FinishedTrace(report, evicted, known_cost, trace.tracked, causes, tuple(trace.peers or ()),
-                                 trace.agent_calls(), trace.tenant, trace.task(judge))
-
-    def _event(self, trace: _Trace, judged: Judged, batch: _Batch | None = None) -> VerdictEvent:
-        """The event for what the trace's judge told (a re-evaluation at the finish points at its last call)."""
-        step = judged.step if judged.step is not None else trace.last_step
-        agent, conversation = self._attribution(trace, step, batch) if step is not None else (None, None)
-        return verdict_event(judged, trace.trace_id, RECEIVED, agent=agent, conversation=conversation,
-                             last=trace.last_step, last_end_ns=trace.max_end_ns or None, tenant=trace.tenant or None,
-                             versions=trace.versions.values())
-
-    def _attribution(self, trace: _Trace, step: Step, batch: _Batch | None) -> tuple[str | None, str | None]:
-        """The agent and conversation an event for ``step`` names."""
-        agent, conversation = step.agent, step.conversation
-        if step.origin != ORIGIN_DERIVED:
-            # A tool span's agent and conversation are read now, from the span when it is in this request (a
-            # step read from an earlier one has the trace's last ones).
-            span = batch.span(step.span_id) if batch is not None else None
-            if span is not None:
-                attrs = span.attributes
-                trace.context = (self._reader.extractor.agent_name(attrs, name=span.name), conversation_id(attrs))
-            agent, conversation = trace.context
-        # As the processor names it: a tool call after its innermost agent span (an agent span's attributes
-        # are final here, set at its start or after), else its own; a call derived from a model span after
-        # that span, else its agent span.
-        if trace.agents:
-            if step.origin == ORIGIN_DERIVED:
-                agent = agent or trace.agent_at(step.end_ns)
-            else:
-                agent = trace.agent_at(step.end_ns) or agent
-        return agent, conversation
+            return FinishedTrace(done.report, evicted, done.known_cost, trace.tracked, done.unread,
+                                 tuple(trace.peers or ()), done.agents, trace.tenant, done.task)
 
     def _count(self, counts: dict[str, int]) -> None:
         with self._lock:
