@@ -1,9 +1,11 @@
 """The traces of a serve instance: spans arrive in batches, in any order, any number of times, from many connections.
 
 Each trace has one :class:`~otel_loopguard.core.judge.TraceJudge` and its own lock; the table's lock covers only the
-maps and counters. A batch is judged at once; a trace that received a step out of start order is *reordered* (its
-events provisional) and is judged again, exactly, when it finishes (no span for ``idle`` seconds). Memory is bounded
-by ``max_traces``, ``max_trace_bytes`` and ``max_kept_bytes``. The rules in full: docs/architecture.md.
+maps and counters. Judging a trace's batches and its finish is the received record's
+(:class:`~otel_loopguard.conventions.received.ReceivedTrace`); the table keeps the lifecycle, memory and counters.
+A batch is judged at once; a trace that received a step out of start order is *reordered* (its events provisional)
+and is judged again, exactly, when it finishes (no span for ``idle`` seconds). Memory is bounded by ``max_traces``,
+``max_trace_bytes`` and ``max_kept_bytes``. The rules in full: docs/architecture.md.
 """
 
 from __future__ import annotations
