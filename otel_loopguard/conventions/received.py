@@ -1,8 +1,8 @@
-"""The per-trace assembly of spans received in requests (``serve``): :meth:`RequestReader.sort` puts each of a request's
-spans into its trace's :class:`SpanBatch` (no lock held), :meth:`ReceivedTrace.take` judges a batch under the trace's
-lock and returns what it told (:class:`BatchTold`), and :meth:`ReceivedTrace.finish` judges the trace exactly when it
-finishes (:class:`TraceFinish`). The adapter (``serve``'s table) keeps the rest: which traces are open, finished,
-reopened or evicted, their kept bytes, and its counters.
+"""The per-trace assembly of spans received in requests (``serve``): :meth:`RequestReader.sort` puts each of a
+request's spans into its trace's :class:`SpanBatch` (no lock held), :meth:`ReceivedTrace.take` judges a batch under
+the trace's lock and adds what it told to the request's :class:`RequestTold`, and :meth:`ReceivedTrace.finish` judges
+the trace exactly when it finishes (:class:`TraceFinish`). The adapter (``serve``'s table) keeps the rest: which
+traces are open, finished, reopened or evicted, their kept bytes, and its counters.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .unread import UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from .verdicts import RECEIVED, VerdictEvent, verdict_event
 from .versions import VersionReader, Versions, version_keys
 
-__all__ = ["BatchTold", "ReceivedTrace", "RequestReader", "SpanBatch", "TraceFinish"]
+__all__ = ["ReceivedTrace", "RequestReader", "RequestTold", "SpanBatch", "TraceFinish"]
 
 
 class SpanBatch:
@@ -103,30 +103,6 @@ class RequestReader:
                 batch.others.append(span)
 
 
-class BatchTold(msgspec.Struct, frozen=True):
-    """What judging one batch of a trace told.
-
-    Attributes:
-        events: the verdict events to emit.
-        tools: the tool names of the newly judged calls.
-        started: the current verdict kinds when the trace became tracked (new, or finished and reopened).
-        unread: causes of unread content known from the batch's spans alone (unknown attributes).
-        added: steps newly added to the judge.
-        duplicates: tool and model spans received before (counted once).
-        tool_calls: tool calls judged.
-        reordered: whether the trace received a step out of start order for the first time.
-    """
-
-    events: tuple[VerdictEvent, ...] = ()
-    tools: tuple[str, ...] = ()
-    started: tuple[str, ...] = ()
-    unread: tuple[Unread, ...] = ()
-    added: int = 0
-    duplicates: int = 0
-    tool_calls: int = 0
-    reordered: bool = False
-
-
 class TraceFinish(msgspec.Struct, frozen=True):
     """What judging a trace exactly at its finish told.
 
@@ -151,24 +127,30 @@ class TraceFinish(msgspec.Struct, frozen=True):
     task: TaskOutcome
 
 
-class _Telling:
-    """What one batch tells, collected while it is judged (made into a :class:`BatchTold`)."""
+class RequestTold:
+    """What judging one request's batches told, collected over its traces (one per request, filled under each
+    trace's lock in turn; the adapter reads it when the request is done).
 
-    __slots__ = ("duplicates", "events", "notes", "reordered", "started", "tool_calls", "tools")
+    Attributes:
+        events: the verdict events to emit.
+        tools: the tool names of the newly judged calls.
+        started: the current verdict kinds of traces that became tracked (new, or finished and reopened).
+        unread: causes of unread content known from the spans alone (unknown attributes).
+        duplicates: tool and model spans received before (counted once).
+        tool_calls: tool calls judged.
+        reordered: traces that received a step out of start order for the first time.
+    """
+
+    __slots__ = ("duplicates", "events", "reordered", "started", "tool_calls", "tools", "unread")
 
     def __init__(self) -> None:
         self.events: list[VerdictEvent] = []
         self.tools: list[str] = []
         self.started: list[str] = []
-        self.notes: list[Unread] = []
+        self.unread: list[Unread] = []
         self.duplicates = 0
         self.tool_calls = 0
-        self.reordered = False
-
-    def told(self, added: int) -> BatchTold:
-        """The frozen value of what was collected, with ``added`` steps."""
-        return BatchTold(tuple(self.events), tuple(self.tools), tuple(self.started), tuple(self.notes), added,
-                         self.duplicates, self.tool_calls, self.reordered)
+        self.reordered = 0
 
 
 class ReceivedTrace(SpanTrace):
@@ -191,21 +173,21 @@ class ReceivedTrace(SpanTrace):
         # (agent, conversation) the last tool span an event was made for names (read from the span then).
         self.context: tuple[str | None, str | None] = (None, None)
 
-    def take(self, batch: SpanBatch, reopened: bool, extractor: Extractor) -> BatchTold:
-        """Judge a batch of the trace (``reopened``: it had finished) and return what it told."""
-        telling = _Telling()
+    def take(self, batch: SpanBatch, reopened: bool, extractor: Extractor, told: RequestTold) -> int:
+        """Judge a batch of the trace (``reopened``: it had finished), adding what it told to ``told``; returns how
+        many steps were new."""
         news = self._notes(batch, extractor)
-        added = self._add_steps(batch, extractor, telling)
+        added = self._add_steps(batch, extractor, told)
         if batch.models:
-            added += self._turns(self.turns_now(), batch.models, reopened, self.unread_now(), extractor, telling,
+            added += self._turns(self.turns_now(), batch.models, reopened, self.unread_now(), extractor, told,
                                  any(step.kind == STEP_HANDOFF for step, _ in batch.steps))
         if added or news:
             self.changed = True
             if reopened and self.tracked:
-                telling.started.append(self.judge.verdict.kind)
+                told.started.append(self.judge.verdict.kind)
         if added:
-            self._advance(batch, extractor, telling)
-        return telling.told(added)
+            self._advance(batch, extractor, told)
+        return added
 
     def _notes(self, batch: SpanBatch, extractor: Extractor) -> bool:
         """Note the batch's times, agent, structure and root spans and versions; returns whether any was news."""
@@ -247,7 +229,7 @@ class ReceivedTrace(SpanTrace):
                 news = True
         return news
 
-    def _add_steps(self, batch: SpanBatch, extractor: Extractor, telling: _Telling) -> int:
+    def _add_steps(self, batch: SpanBatch, extractor: Extractor, told: RequestTold) -> int:
         """Add the batch's tool steps to the judge, noting unread content; returns how many were new."""
         # What this batch could not read (its unknown-attribute causes are told); the rest is noted on the trace.
         seen: UnreadTrace | None = None
@@ -258,40 +240,40 @@ class ReceivedTrace(SpanTrace):
                 added += 1
                 seen = self.tool_read(step, span, extractor, seen)
         # Counted per batch: a step not added was a duplicate.
-        telling.duplicates += len(batch.steps) - added
+        told.duplicates += len(batch.steps) - added
         if seen is not None:
             self.unread_now().merge(seen)
             # Known from the span alone. (No readable tool call is known only at the finish: spans of a trace
             # arrive in any order, its root first as well as last.)
-            telling.notes += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
+            told.unread += [cause for cause in seen.causes() if cause.reason == UNKNOWN_ATTRIBUTES]
         return added
 
-    def _advance(self, batch: SpanBatch, extractor: Extractor, telling: _Telling) -> None:
+    def _advance(self, batch: SpanBatch, extractor: Extractor, told: RequestTold) -> None:
         """Judge what was added, in start order, and make the events it told."""
         judge = self.judge
         was_reordered = judge.reordered
         judged: list[Step] = []
-        told = judge.advance(judged=judged)
+        said = judge.advance(judged=judged)
         if judge.reordered and not was_reordered:
-            telling.reordered = True
+            told.reordered += 1
         calls = 0
-        tools = telling.tools
+        tools = told.tools
         for step in judged:
             if step.call is not None and step.kind == STEP_TOOL:
                 calls += 1
                 tools.append(step.call.tool)
                 self.last_step = step
                 self.tool_ended(step.end_ns)
-        telling.tool_calls += calls
-        for item in told:
-            telling.events.append(self.event(item, extractor, batch))
+        told.tool_calls += calls
+        for item in said:
+            told.events.append(self.event(item, extractor, batch))
         if not self.tracked and judged:
             # Counted as started in ``working`` (as the processor counts it): the transitions told above move it.
             self.tracked = True
-            telling.started.append(WORKING)
+            told.started.append(WORKING)
 
     def _turns(self, turns: TurnLog, models: list[SpanRecord], reopened: bool, seen: UnreadTrace,
-               extractor: Extractor, telling: _Telling, handoffs: bool = False) -> int:
+               extractor: Extractor, told: RequestTold, handoffs: bool = False) -> int:
         """Judge a batch's model spans; returns how many steps were added.
 
         With ``handoffs`` (the batch holds a hand-off), model calls that asked for tools are read as news for the
@@ -304,7 +286,7 @@ class ReceivedTrace(SpanTrace):
             read = self.model_read_once(span, extractor, context=True, agent=None,
                                         with_news=judge.has_lanes or handoffs)
             if read is None:
-                telling.duplicates += 1
+                told.duplicates += 1
                 continue
             turn, lane = read
             if turn is not None:

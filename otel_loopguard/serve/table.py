@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conventions.nesting import CONVENTION_NESTING
-from ..conventions.received import BatchTold, ReceivedTrace, RequestReader, SpanBatch
+from ..conventions.received import ReceivedTrace, RequestReader, RequestTold, SpanBatch
 from ..conventions.span import SpanRecord
 from ..conventions.unread import MAX_KEYS, Unread
 from ..conventions.verdicts import VerdictEvent
@@ -223,28 +223,22 @@ class TraceTable:
             if batch is None:
                 batch = by_trace[span.trace_id] = SpanBatch()
             sort(batch, span)
-        events: list[VerdictEvent] = []
-        tools: list[str] = []
+        told = RequestTold()
         evicted: list[_Trace] = []
-        started: list[str] = []
-        notes: list[Unread] = []
         counts = dict.fromkeys(_COUNTERS, 0)
         counts["spans"] = count
         for trace_id, batch in by_trace.items():
-            told = self._take(trace_id, batch, now, evicted, counts, peer, tenant)
-            events += told.events
-            tools += told.tools
-            started += told.started
-            notes += told.unread
-            counts["duplicate_spans"] += told.duplicates
-            counts["tool_calls"] += told.tool_calls
-            counts["reordered_traces"] += told.reordered
+            self._take(trace_id, batch, now, evicted, counts, told, peer, tenant)
+        counts["duplicate_spans"] += told.duplicates
+        counts["tool_calls"] += told.tool_calls
+        counts["reordered_traces"] += told.reordered
+        events = told.events
         finished = [done for trace in evicted if (done := self._finish(trace, EVICT_CAPACITY, events)) is not None]
         self._count(counts)
         self._trim_kept()
-        if unread is not None and notes:
-            unread.extend(_merged(notes))
-        return events, tools, finished, started
+        if unread is not None and told.unread:
+            unread.extend(_merged(told.unread))
+        return events, told.tools, finished, told.started
 
     def finish_idle(self, now: float) -> tuple[list[VerdictEvent], list[FinishedTrace]]:
         """Finish every trace with no span for ``idle`` seconds."""
@@ -296,7 +290,7 @@ class TraceTable:
     # -- internals -------------------------------------------------------------
 
     def _take(self, trace_id: int, batch: SpanBatch, now: float, evicted: list[_Trace], counts: dict[str, int],
-              peer: str, tenant: str = "") -> BatchTold:
+              told: RequestTold, peer: str, tenant: str = "") -> None:
         """Find or open the batch's trace (reopening a finished one), note its sender and judge the batch."""
         key: Any = (tenant, trace_id) if tenant else trace_id
         while True:
@@ -330,13 +324,14 @@ class TraceTable:
                     trace.peers = [peer]
                 elif peer not in peers and len(peers) < MAX_PEERS:
                     peers.append(peer)
-                return self._judge(trace, batch, reopened, counts)
+                self._judge(trace, batch, reopened, counts, told)
+                return
 
-    def _judge(self, trace: _Trace, batch: SpanBatch, reopened: bool, counts: dict[str, int]) -> BatchTold:
+    def _judge(self, trace: _Trace, batch: SpanBatch, reopened: bool, counts: dict[str, int],
+               told: RequestTold) -> None:
         """Judge a batch of one trace (caller holds its lock), then bound the steps it keeps and account their
         bytes."""
-        told = trace.take(batch, reopened, self._extractor)
-        if told.added:
+        if trace.take(batch, reopened, self._extractor, told):
             judge = trace.judge
             if judge.kept_bytes > self._max_trace_bytes and judge.keeps_steps:
                 judge.drop_steps()
@@ -346,7 +341,6 @@ class TraceTable:
             if delta:
                 with self._lock:
                     self._account(trace, delta)
-        return told
 
     def _account(self, trace: _Trace, delta: int) -> None:
         # Caller holds the table's lock.
