@@ -591,10 +591,6 @@ class LoopGuardConfig:
         folded = error.lower()
         return any(pattern in folded for pattern in self.permanent_errors)
 
-    def for_tool(self, tool: str) -> ToolSettings | None:
-        """The overrides for ``tool``, or None."""
-        return self.tools.get(tool)
-
     @classmethod
     def load(
         cls,

@@ -78,13 +78,6 @@ class StateStore(Generic[S]):
             slot = self._slots.pop(key, None)
         return slot.state if slot is not None else None
 
-    def expire(self, now: float) -> None:
-        """Evict traces idle past the TTL."""
-        evicted: list[tuple[Hashable, S, str]] = []
-        with self._lock:
-            self._expire(now, evicted)
-        self._report(evicted)
-
     def tracked_keys(self) -> list[Hashable]:
         """A snapshot of the keys."""
         with self._lock:

@@ -40,7 +40,7 @@ def test_idle_ttl_evicts_on_the_next_access() -> None:
     assert evicted == []
     store.slot("new", 10.0)  # "old" was last seen exactly one TTL ago
     assert evicted == [("old", EVICT_IDLE)]
-    store.expire(15.0)
+    store.slot("new", 15.0)  # "recent" was last seen at 5.0: idle for the TTL now
     assert [k for k, _ in evicted] == ["old", "recent"] and store.evicted == 2
     assert [k for k, _ in store.items()] == ["new"]
 
@@ -51,7 +51,7 @@ def test_get_does_not_refresh_and_create_false_does_not_create() -> None:
     store.slot("a", 0.0)
     assert store.get("a") == [0]
     assert store.slot("missing", 1.0, create=False) is None and len(store) == 1
-    store.expire(10.0)
+    store.slot("b", 10.0)  # any use of the store expires "a", idle for the TTL
     assert store.get("a") is None
 
 
