@@ -35,6 +35,11 @@ def _outermost(agent: AgentSpan) -> tuple[int, int, int]:
     return (agent.start_ns, -agent.end_ns, agent.span_id)
 
 
+def _failed(span: SpanRecord) -> bool:
+    """Whether a root or agent span ended in error (status or an exception event): the task's ``error``."""
+    return ended_in_error(span.status_error, (e[0] for e in span.events))
+
+
 def _first(ids: set[int], span_id: int, limit: int) -> bool:
     """Whether ``span_id`` is not in ``ids`` (then added, while fewer than ``limit``)."""
     if span_id in ids:
@@ -170,7 +175,7 @@ class SpanTrace(TraceRecord):
     def root_read(self, span: SpanRecord) -> None:
         """Note the root span: its times (the task's duration) and, when it ended in error, the task's ``error``."""
         self.root = (span.start_ns, span.end_ns)
-        if ended_in_error(span.status_error, (e[0] for e in span.events)):
+        if _failed(span):
             self.failed = True
 
     def agent_span(self, span: SpanRecord, extractor: Extractor) -> list[Step] | None:
@@ -182,7 +187,7 @@ class SpanTrace(TraceRecord):
         if not _first(ids, span.span_id, self.max_ids):
             return None
         attrs = span.attributes
-        self.agent_read(attrs, ended_in_error(span.status_error, (e[0] for e in span.events)))
+        self.agent_read(attrs, _failed(span))
         # Its attributes are final (the span ended): the calls it holds are named after it from now on.
         name = extractor.agent_name(attrs, name=span.name)
         agent = AgentSpan(span.span_id, name, start_ns=span.start_ns, end_ns=span.end_ns)

@@ -278,14 +278,13 @@ class LiveAssembler:
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT:
-                record.add_agent(AgentSpan(span_id, self._extractor.agent_name(attrs, name=name), span, start_ns,
-                                           OPEN_NS))
+                self.agent_started(record, span_id, self._extractor.agent_name(attrs, name=name), start_ns, span)
         return True
 
     def agent_started(self, record: LiveTrace, span_id: int, name: str | None, start_ns: int, span: Any) -> None:
-        """An agent span recognised after its start (caller holds the record's lock): open from ``start_ns``."""
-        agent = AgentSpan(span_id, name, span, start_ns, OPEN_NS)
-        record.add_agent(agent)
+        """An agent span known from its start, or recognised after it (caller holds the record's lock): open from
+        ``start_ns``."""
+        record.add_agent(AgentSpan(span_id, name, span, start_ns, OPEN_NS))
 
     # -- ends --------------------------------------------------------------------------------------------------------
 

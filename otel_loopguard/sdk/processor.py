@@ -232,9 +232,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if self._stamps:
                 span.set_attributes(self._stamps)
             # Runs for every span, so the usual case (no attributes yet: instrumentations mostly set them after
-            # start) costs two attribute reads and a truth test (see _plain); a span with attributes, one pass over
-            # its keys. Only a GenAI span's attributes are copied (C-level), for the worker: the span is still open,
-            # so they may change after this hook (no other thread has the span before this hook returns).
+            # start) costs two attribute reads and a truth test (see the note above); a span with attributes, one
+            # pass over its keys. Only a GenAI span's attributes are copied (C-level), for the worker: the span is
+            # still open, so they may change after this hook (no other thread has the span before it returns).
             try:
                 attrs: Any = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
@@ -273,7 +273,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         try:
             # Most spans are not GenAI spans: one pass over the ended keys rejects them (a GenAI tool span name
             # without attributes is one too: ADK for JS when the tool raised). An SDK span's attributes are read as
-            # the SDK's own dict (see _plain), immutable once the span ended, so the worker reads it as is.
+            # the SDK's own dict (see the note above), immutable once the span ended, so the worker reads it as is.
             try:
                 attrs: Any = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
