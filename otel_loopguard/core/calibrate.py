@@ -51,7 +51,8 @@ from .agent_steps import NEWS_ONLY
 from .config import LoopGuardConfig, ToolSettings, _optional_pattern, read_config_toml
 from .cost import CostTotal
 from .engine import LoopEngine
-from .judge import STEP_ORDER, Step, TraceJudge
+from .fastpath import sort_steps
+from .judge import Step, TraceJudge
 from .model import RULE_FREQUENCY, RULE_OUTPUT_REPETITION, RULE_PERIOD, STEP_KINDS, STEP_TOOL, STUCK
 
 if sys.version_info >= (3, 11):
@@ -355,7 +356,7 @@ class CalibrationTrace:
                  in_order: bool = False, last_end: float | None = None) -> None:
         ordered = list(steps)
         if not in_order:
-            ordered.sort(key=STEP_ORDER)
+            sort_steps(ordered)
         self.steps: tuple[Step, ...] = tuple(ordered)
         #: The tool steps alone: what a setting without a cost budget needs (model usage then decides nothing).
         self.tool_steps: tuple[Step, ...] = tuple(s for s in ordered if s.call is not None)

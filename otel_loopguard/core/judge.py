@@ -42,7 +42,7 @@ import msgspec
 from .agent_steps import NEWS_ONLY, Lanes
 from .cost import CostTotal, Usage
 from .engine import LoopEngine, TraceState
-from .fastpath import judge_alone
+from .fastpath import judge_alone, short_texts, sort_steps
 from .model import STEP_MODEL, STEP_TOOL, STUCK, Intervention, Observation, StepKind, ToolCall, Transition, Verdict
 from .outcome import TaskOutcome
 from .signature import NUDGE_MARKER
@@ -78,7 +78,8 @@ STEP_OVERHEAD_BYTES = 480
 
 #: The order a judge judges a trace's steps in: steps known only at the trace's end last, then start time, end time
 #: and span id (``audit``, calibration's replay and ``serve``'s exact re-judgement sort by it; the live paths meet
-#: it by judging :attr:`Step.at_end` steps when the trace ends).
+#: it by judging :attr:`Step.at_end` steps when the trace ends). Lists are sorted by it with
+#: :func:`~.fastpath.sort_steps`, which gives this order in two cheaper sorts.
 STEP_ORDER = attrgetter("at_end", "start_ns", "end_ns", "span_id")
 
 
@@ -254,6 +255,9 @@ def _compact(step: Step, max_bytes: int) -> tuple[Step, int]:
     call = step.call
     if call is None:
         return step, STEP_OVERHEAD_BYTES
+    kept = short_texts(call, max_bytes)  # core/fastpath.py
+    if kept >= 0:
+        return step, STEP_OVERHEAD_BYTES + kept
     args, result = call.arguments, call.result
     new_args, args_size = compact_value(args, max_bytes)
     new_result, result_size = compact_value(result, max_bytes)
@@ -313,7 +317,7 @@ def join_nested(steps: list[Step], nesting: Nesting) -> list[Step]:
         out.extend(children)
         joined = True
     if joined:
-        out.sort(key=STEP_ORDER)
+        sort_steps(out)
     return out
 
 
@@ -455,6 +459,7 @@ class TraceJudge:
         "_lanes",
         "_lanes_read",
         "_last",
+        "_late",
         "_log",
         "_max_bytes",
         "_nesting",
@@ -494,6 +499,8 @@ class TraceJudge:
         self._held_count = 0
         self._inner_parents: set[int] = set()
         self._last: tuple[bool, int, int, int] | None = None
+        # A step known only at the trace's end was added (the steps' sorts then check for them).
+        self._late = False
         #: Bytes the kept steps hold (estimated); 0 when steps are not kept.
         self.kept_bytes = 0
         #: Deliveries of a span already seen.
@@ -658,6 +665,8 @@ class TraceJudge:
             self.kept_bytes += size
         else:
             step = _compact(step, self._max_bytes)[0]
+        if step.at_end:
+            self._late = True
         parent = step.parent_span_id
         if parent_open and parent is not None and step.origin in self._inner and self._held_count < MAX_HELD:
             self._held.setdefault(parent, []).append(step)
@@ -673,7 +682,7 @@ class TraceJudge:
         under many settings, so it judges exactly the steps ``audit`` judges.
         """
         steps = [*self._ready, *(s for children in self._held.values() for s in children)]
-        steps.sort(key=STEP_ORDER)
+        sort_steps(steps, self._late)
         return join_nested(steps, self._nesting) if self._inner else steps
 
     def discard(self, origin: str) -> int:
@@ -756,7 +765,7 @@ class TraceJudge:
         self._ready = []
         inner = self._inner
         if len(ready) > 1:
-            ready.sort(key=STEP_ORDER)
+            sort_steps(ready, self._late)
             if inner:
                 ready = self._live_join(ready)
         elif inner and (self._held or self._inner_parents or ready[0].origin in inner):
@@ -806,7 +815,8 @@ class TraceJudge:
         self._reset()
         self._ready = []
         self.reordered = False
-        steps = sorted(log, key=STEP_ORDER)
+        steps = list(log)
+        sort_steps(steps, self._late)
         if self._inner:
             steps = join_nested(steps, self._nesting)
         self._feed_all(steps, untimed_at, out, told=before)
@@ -836,7 +846,8 @@ class TraceJudge:
                     self._held_count -= len(children)
                     extra.extend(children)
             if extra:
-                ready = sorted(ready + extra, key=STEP_ORDER)
+                ready = ready + extra
+                sort_steps(ready, self._late)
         in_batch = {s.span_id for s in ready if s.call is not None}
         joinable = False
         for step in ready:

@@ -204,21 +204,14 @@ class Signatures:
             shape = call.shape = False if shape is None else shape
         return shape
 
-    def differ(self, a: Call, b: Call) -> bool:
-        """Whether two calls of one tool surely have different signatures, told by their fingerprints (two calls
-        of one tool usually differ in a plain top-level argument, which the fingerprints see)."""
-        sa = a.shape
-        if sa is None:
-            sa = self.shape_of(a)
-        if sa is False:
-            return False
-        sb = b.shape
-        if sb is None:
-            sb = self.shape_of(b)
-        return sb is not False and sa != sb
-
     def same_signature(self, a: Call, b: Call) -> bool:
-        """Whether two calls of one tool have equal canonical arguments (canonicalising only when it must)."""
+        """Whether two calls of one tool have equal canonical arguments (canonicalising only when it must).
+
+        Most pairs are told apart by their fingerprints (:meth:`shape_of`: two calls of one tool usually differ in a
+        plain top-level argument), without canonical texts; with one call canonical and one raw, the raw one's
+        canonical text is taken only when the canonicaliser's cache holds it (a loop's) or the fingerprints agree
+        (a canonical call would else make every later call of its tool canonical too).
+        """
         ca, cb = a.canon, b.canon
         if ca is not None and cb is not None:
             return ca == cb
@@ -226,22 +219,24 @@ class Signatures:
         # Equal raw text is equal canonical text (the tool, hence the ignore set, is the same).
         if raw is not None and raw == b.raw:
             return True
-        if ca is None and cb is None:
-            if self.differ(a, b):
-                return False
-            return self.canonical(a) == self.canonical(b)
-        # One canonical, one raw: a loop's raw text is usually in the canonicaliser's cache (taken at no cost);
-        # otherwise fingerprints tell most calls apart without the raw one's canonical text (a canonical call
-        # would else make every later call of its tool canonical too).
-        known, other = (a, b) if ca is not None else (b, a)
-        text: str = other.raw  # type: ignore[assignment]
-        hit = self._cached(text, other.rules.ignore)
-        if hit is not None:
-            other.canon, other.raw = hit, None
-            return hit == known.canon
-        if self.differ(known, other):
-            return False
-        return known.canon == self.canonical(other)
+        if ca is not None or cb is not None:
+            other = b if ca is not None else a
+            # (The one not canonical holds its raw text.)
+            text: str = other.raw  # type: ignore[assignment]
+            hit = self._cached(text, other.rules.ignore)
+            if hit is not None:
+                other.canon, other.raw = hit, None
+                return hit == (ca if ca is not None else cb)
+        sa = a.shape
+        if sa is None:
+            sa = self.shape_of(a)
+        if sa is not False:
+            sb = b.shape
+            if sb is None:
+                sb = self.shape_of(b)
+            if sb is not False and sa != sb:
+                return False  # different fingerprints: surely different canonical texts
+        return self.canonical(a) == self.canonical(b)
 
     def evidence(self, call: Call) -> str | None:
         """The evidence of a call (a pending result digested once)."""

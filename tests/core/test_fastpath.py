@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from otel_loopguard.core.config import LoopGuardConfig
 from otel_loopguard.core.cost import Usage
 from otel_loopguard.core.engine import LoopEngine
-from otel_loopguard.core.fastpath import judge_alone
-from otel_loopguard.core.judge import ORIGIN_MCP_CLIENT, Judged, Step, TraceJudge
+from otel_loopguard.core.fastpath import judge_alone, short_texts, sort_steps
+from otel_loopguard.core.judge import ORIGIN_MCP_CLIENT, STEP_ORDER, Judged, Step, TraceJudge, compact_value
 from otel_loopguard.core.model import ToolCall
 
 S = 1_000_000_000
@@ -85,3 +85,52 @@ def test_judge_alone_records_a_loop_and_the_order_it_saw() -> None:
     assert told[:4] == [[], [], [("stuck", "nudge")], [("stuck", "stop")]]
     assert judge.reordered
     assert [s.span_id for s in judged] == [10, 11, 12, 13, 14]
+
+
+# One step to sort: (start, end, span id, known only at the end), times and ids drawn from few values for ties.
+ORDERED = st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 5), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ORDERED, max_size=20))
+def test_sort_steps_gives_the_step_order(drawn: list[tuple[int, int, int, bool]]) -> None:
+    """Two stable sorts (times, then the at-end flag) put any steps in exactly STEP_ORDER's order."""
+    steps = [Step(span_id=i, start_ns=a, end_ns=b, at_end=late) for a, b, i, late in drawn]
+    sorted_steps = list(steps)
+    sort_steps(sorted_steps)
+    assert sorted_steps == sorted(steps, key=STEP_ORDER)
+    if not any(late for *_, late in drawn):
+        without_check = list(steps)
+        sort_steps(without_check, late=False)
+        assert without_check == sorted_steps
+
+
+def test_sort_steps_puts_a_late_step_last_whatever_its_start() -> None:
+    """A step known only at the end sorts after later-starting steps; the others keep start, end, id order."""
+    early_late = Step(span_id=1, start_ns=1, end_ns=2, at_end=True)
+    tie_b = Step(span_id=9, start_ns=5, end_ns=6)
+    tie_a = Step(span_id=3, start_ns=5, end_ns=6)
+    first = Step(span_id=7, start_ns=3, end_ns=9)
+    steps = [early_late, tie_b, tie_a, first]
+    sort_steps(steps)
+    assert [s.span_id for s in steps] == [7, 3, 9, 1]
+
+
+def test_short_texts_counts_short_texts_and_refuses_the_rest() -> None:
+    """Short or absent texts give their length sum (3 + 2, 0); a long text or a non-text value gives -1."""
+    assert short_texts(ToolCall(tool="t", arguments="abc", result="de"), 10) == 5
+    assert short_texts(ToolCall(tool="t"), 10) == 0
+    assert short_texts(ToolCall(tool="t", arguments="a" * 11, result="de"), 10) == -1
+    assert short_texts(ToolCall(tool="t", arguments="abc", result="r" * 11), 10) == -1
+    assert short_texts(ToolCall(tool="t", arguments={"q": 1}), 10) == -1
+
+
+@given(st.one_of(st.none(), st.text(max_size=12)), st.one_of(st.none(), st.text(max_size=12)))
+def test_short_texts_agrees_with_compact_value(args: str | None, result: str | None) -> None:
+    """When the check keeps a call's texts, compact_value keeps them too and counts the same characters."""
+    kept = short_texts(ToolCall(tool="t", arguments=args, result=result), 6)
+    (new_args, args_size), (new_result, result_size) = compact_value(args, 6), compact_value(result, 6)
+    if kept >= 0:
+        assert new_args is args and new_result is result and kept == args_size + result_size
+    else:
+        assert len(args or "") > 6 or len(result or "") > 6
