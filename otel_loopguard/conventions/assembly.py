@@ -206,12 +206,14 @@ class TraceRecord:
     def model_span(self, extractor: Extractor, attrs: Mapping[str, Any], name: str, span_id: int,
                    parent_span_id: int | None, start_ns: int, end_ns: int, *, context: bool, agent: str | None,
                    with_news: bool) -> tuple[Turn | None, Step | None]:
-        """Read a model span of the trace: a refusal and its keys noted (:meth:`model_read`), its turn (with its
+        """Read a model span of the trace: a refused call and its keys for the unread note noted, its turn (with its
         messages while the trace's calls are derived from them) and its lane step
         (:func:`~.agent_steps.model_step`, named after the turn's agent with ``context``, else after ``agent``)."""
-        self.model_read(attrs)
+        if refused(attrs):
+            self.refused = True
+        (self.unread or self.unread_now()).model(attrs)
         turn = extractor.model_turn(attrs, name, span_id, parent_span_id, start_ns, end_ns,
-                                    messages=self.turns_now().judge.derive, context=context)
+                                    messages=(self.turns or self.turns_now()).judge.derive, context=context)
         if context and turn is not None:
             agent = turn.agent
         return turn, model_step(attrs, span_id, parent_span_id, start_ns, end_ns, agent, with_news=with_news)
@@ -227,12 +229,6 @@ class TraceRecord:
         without one, after the trace's other steps (none while its calls are read from tool spans)."""
         turns = self.turns
         return turns.judge.finish() if turns is not None and turns.judge.derive else []
-
-    def model_read(self, attrs: Mapping[str, Any]) -> None:
-        """Note a model span: a refused call, and its keys for the unread note."""
-        if refused(attrs):
-            self.refused = True
-        self.unread_now().model(attrs)
 
 
 class TurnLog:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.config import LoopGuardConfig
-from ..core.cost import Usage
 from ..core.judge import Step, TraceJudge
-from ..core.model import STEP_HANDOFF, STEP_TOOL, ToolCall
+from ..core.model import STEP_HANDOFF, STEP_TOOL
 from ..core.outcome import TaskOutcome
 from .agent_steps import ORIGIN_LANE_SPAN, SubAgents, lane_step_of_span
 from .assembly import AgentSpan, TraceRecord, tool_span_step
@@ -95,17 +94,23 @@ class StepReader:
             usage = llm_usage(span.attributes)
             if usage is None:
                 return None
-            return self._step(span, model=usage[0], usage=usage[1])
+            agent, conversation = self._context_of(span) if self._context else (None, None)
+            return Step(span_id=span.span_id, parent_span_id=span.parent_span_id, start_ns=span.start_ns,
+                        end_ns=span.end_ns, model=usage[0], usage=usage[1], agent=agent, conversation=conversation)
         return None
 
     def tool_step(self, span: SpanRecord, row: Any) -> Step:
         """The step of a tool span, read in the row :meth:`Extractor.read_role` gave it."""
         events = span.events
+        attrs = span.attributes
         call = self._call_of(
-            row, span.attributes, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
+            row, attrs, span.name, span.start_ns, span.end_ns, span.status_error, span.status_message,
             ((ev_name, ev_attrs) for ev_name, _, ev_attrs in events) if events else (),
         )
-        return self._step(span, call=call, origin=tool_origin(span.attributes))
+        # (Built here, not through a shared helper: this runs for every tool span, ``audit``'s most common.)
+        agent, conversation = self._context_of(span) if self._context else (None, None)
+        return Step(span_id=span.span_id, parent_span_id=span.parent_span_id, start_ns=span.start_ns,
+                    end_ns=span.end_ns, call=call, agent=agent, conversation=conversation, origin=tool_origin(attrs))
 
     def span_step(self, span: SpanRecord, role: str | None, row: Any) -> Step | None:
         """The step of a span that is no model or agent span, in the role and row :meth:`Extractor.read_role` gave
@@ -116,22 +121,10 @@ class StepReader:
                                      span.end_ns)
         return tool_span_step(self.tool_step(span, row), span.attributes, span.name, self._extractor)
 
-    def _step(self, span: SpanRecord, *, call: ToolCall | None = None, model: str | None = None,
-              usage: Usage | None = None, origin: str = "") -> Step:
+    def _context_of(self, span: SpanRecord) -> tuple[str | None, str | None]:
+        """A step's agent name and conversation id (read only with ``context``)."""
         attrs = span.attributes
-        context = self._context
-        return Step(
-            span_id=span.span_id,
-            parent_span_id=span.parent_span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            call=call,
-            model=model,
-            usage=usage,
-            agent=self._extractor.agent_name(attrs, name=span.name) if context else None,
-            conversation=conversation_id(attrs) if context else None,
-            origin=origin,
-        )
+        return self._extractor.agent_name(attrs, name=span.name), conversation_id(attrs)
 
 
 class SpanTrace(TraceRecord):
@@ -164,7 +157,7 @@ class SpanTrace(TraceRecord):
         """Read a model span (None when read before: a delivery again counts once): its turn and its model-turn
         step (:meth:`TraceRecord.model_span <.assembly.TraceRecord.model_span>`)."""
         span_id = span.span_id
-        ids = self.turns_now().ids
+        ids = (self.turns or self.turns_now()).ids
         if span_id in ids:  # (not through _first: this runs for every model span)
             return None
         if len(ids) < self.max_ids:
@@ -217,10 +210,10 @@ class SpanTrace(TraceRecord):
         kind = step.kind
         if kind == STEP_TOOL:
             if call.arguments_captured and call.result_captured:  # the usual tool span: read whole
-                self.unread_now().tool_read()
+                (self.unread or self.unread_now()).tool_read()
                 return missing
         elif kind == STEP_HANDOFF and step.origin != ORIGIN_LANE_SPAN:  # a hand-off tool span: read
-            self.unread_now().tool_read()
+            (self.unread or self.unread_now()).tool_read()
             return missing
         else:
             return missing  # not a tool span's

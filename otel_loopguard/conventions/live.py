@@ -1,11 +1,11 @@
 """The live assembler: a trace's spans, read as they start and end in this process, judged into verdict events.
 
 The processor (sdk/processor.py) is its adapter: it hands over what it read from a span (:class:`EndedSpan`), and
-answers the few questions only it can (:class:`Host`: where a span event goes, agent spans known only as open SDK
-spans); the assembler does the rest for every trace: its record in the state store, versions, agent attribution
-(:meth:`~.assembly.TraceRecord.agent_span_at`, the rule ``serve`` uses), the nesting rule, calls from tool spans or
-model spans, hand-offs and sub-agents, unread notes, the judge (per trace or per conversation), the counts, the
-verdict events (:func:`~.verdicts.verdict_event`) and the task outcome.
+answers the few questions only it can (:class:`Host`, implemented by sdk/host.py: a span's events, where a span event
+goes, what agent an open SDK span carries now); the assembler does the rest for every trace: its record in the state
+store, versions, agent attribution (:meth:`~.assembly.TraceRecord.agent_span_at`, the rule ``serve`` uses), the
+nesting rule, calls from tool spans or model spans, hand-offs and sub-agents, unread notes, the judge (per trace or
+per conversation), the counts, the verdict events (:func:`~.verdicts.verdict_event`) and the task outcome.
 """
 
 from __future__ import annotations
@@ -92,6 +92,9 @@ class Host(Protocol):
     def target(self, trace_id: int, record: LiveTrace) -> Any:
         """Where a span event of the trace goes: its innermost open agent span, else its root (or None)."""
 
+    def agent_of(self, span: Any) -> str | None:
+        """The agent name one of its open spans (an agent span's, a span-event target) carries now, else None."""
+
     def bare_agent(self, trace_id: int, span_id: int) -> str | None:
         """The agent name an open span that started without attributes carries now (None: no agent span)."""
 
@@ -137,6 +140,11 @@ class LiveTrace(TraceRecord):
             del agents[oldest]
         agents.append(agent)
 
+    def agent_opened(self, span_id: int, name: str | None, start_ns: int, span: Any) -> None:
+        """An agent span known from its start, or recognised after it: open from ``start_ns`` (its span held
+        weakly)."""
+        self.add_agent(AgentSpan(span_id, name, span, start_ns, OPEN_NS))
+
     def open_agent(self) -> AgentSpan | None:
         """The innermost (latest-starting) open agent span whose span is still alive, for span events."""
         best: AgentSpan | None = None
@@ -144,34 +152,6 @@ class LiveTrace(TraceRecord):
             if agent.end_ns == OPEN_NS and (best is None or agent.start_ns >= best.start_ns) and agent.span():
                 best = agent
         return best
-
-
-def plain(attrs: Any) -> dict[str, Any]:
-    """A span's attributes as a plain dict (never mutated by the caller).
-
-    ``span.attributes`` is a ``MappingProxyType`` over the SDK's ``BoundedAttributes``, whose public
-    ``copy()`` is one C-level dict copy; anything else is copied the slow way.
-    """
-    if attrs is None:
-        return {}
-    try:
-        copied = attrs.copy()
-    except AttributeError:
-        return dict(attrs)
-    return copied if type(copied) is dict else dict(attrs)
-
-
-def agent_now(extractor: Extractor, span: Any) -> str | None:
-    """The agent name a still-open span carries now (an agent span whose attributes arrived after its start)."""
-    if span is None:
-        return None
-    try:
-        attrs = plain(span.attributes)
-    except Exception:  # noqa: BLE001 - a span of another SDK: no name
-        return None
-    if extractor.span_role(attrs, span.name) != ROLE_AGENT:
-        return None
-    return extractor.agent_name(attrs, name=span.name)
 
 
 class LiveAssembler:
@@ -251,6 +231,10 @@ class LiveAssembler:
             return conversation.judge if conversation is not None else None
         return record.judge
 
+    def tracked(self) -> int:
+        """The traces (and conversations) judged now, not yet released."""
+        return sum(1 for _, record in self._store.items() if record.judge is not None)
+
     def _new_judge(self) -> TraceJudge:
         self._tally.trace_started()
         # Live: judged as spans end (never re-judged), so no steps are kept; no report, so no step audit. Nested
@@ -278,13 +262,8 @@ class LiveAssembler:
             if is_root:
                 record.root = weakref.ref(span)
             if role == ROLE_AGENT:
-                self.agent_started(record, span_id, self._extractor.agent_name(attrs, name=name), start_ns, span)
+                record.agent_opened(span_id, self._extractor.agent_name(attrs, name=name), start_ns, span)
         return True
-
-    def agent_started(self, record: LiveTrace, span_id: int, name: str | None, start_ns: int, span: Any) -> None:
-        """An agent span known from its start, or recognised after it (caller holds the record's lock): open from
-        ``start_ns``."""
-        record.add_agent(AgentSpan(span_id, name, span, start_ns, OPEN_NS))
 
     # -- ends --------------------------------------------------------------------------------------------------------
 
@@ -444,7 +423,7 @@ class LiveAssembler:
             return None
         opened = next((a for a in record.agents if a.span_id == parent_id), None)
         if opened is not None:
-            source = opened.name or agent_now(self._extractor, opened.span())
+            source = opened.name or self._host.agent_of(opened.span())
         else:
             source = self._host.bare_agent(span.trace_id, parent_id)
             if source is None:  # the parent is no agent span (or not one known here)
@@ -506,9 +485,8 @@ class LiveAssembler:
         with slot.lock:
             target = self._host.target(span.trace_id, slot.state)
             versions = slot.state.versions.values()
-        extractor = self._extractor
-        label = (label or (extractor.agent_name(span.attrs, name=span.name) if span.name else None)
-                 or agent_now(extractor, target))
+        label = (label or (self._extractor.agent_name(span.attrs, name=span.name) if span.name else None)
+                 or self._host.agent_of(target))
         conversation = conversation_id(span.attrs)
         for item in told:
             self._publish(span.trace_id, item, target, span.context, label, conversation, versions)
@@ -586,8 +564,8 @@ class LiveAssembler:
             self._count([done], record.agent_span_at(done.end_ns))
         for item in told:
             cause = item.step
-            label = ((cause.agent or record.agent_at(cause.end_ns)) if cause is not None else None) or agent_now(
-                self._extractor, target)
+            agent = (cause.agent or record.agent_at(cause.end_ns)) if cause is not None else None
+            label = agent or self._host.agent_of(target)
             self._publish(trace_id, item, target, None, label, None, record.versions.values())
 
     def _report_unread(self, causes: list[Unread]) -> None:
@@ -596,6 +574,12 @@ class LiveAssembler:
             self._tally.unread(cause.reason, cause.spans)
             if self._unread_logged.first(cause):
                 self._log.warning("otel_loopguard: %s", message(cause))
+
+    def evicted(self, key: Hashable, record: LiveTrace, reason: str) -> None:
+        """A record left the store early (``reason``: full, or idle): a judged trace's figures are recorded."""
+        self.forget(key)
+        if record.judge is not None:
+            self.trace_finished(record.judge, reason)
 
     def trace_finished(self, judge: TraceJudge, evicted: str | None) -> None:
         """Record a judged trace's final figures (``evicted``: why it left the store early, else None)."""
@@ -621,5 +605,5 @@ class LiveAssembler:
             target = self._host.target(trace_id, slot.state) if told else None
             versions = slot.state.versions.values()
         for item in told:
-            self._publish(trace_id, item, target, None, agent_now(self._extractor, target), None, versions)
+            self._publish(trace_id, item, target, None, self._host.agent_of(target), None, versions)
         return told

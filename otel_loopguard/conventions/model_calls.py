@@ -658,9 +658,10 @@ class TurnJudge:
         self.derive = derive
         #: Derived tool calls produced so far.
         self.derived = 0
-        # Model calls counted once for their usage (among those that report one), and once as turns (all).
-        self._usage_once = _Once()
-        self._calls = _Once()
+        # Model calls counted once for their usage (among those that report one), and once as turns (all); made at
+        # the first turn (``audit`` holds a trace's turns until the input ends, and a trace's six sets add up).
+        self._usage_once: _Once | None = None
+        self._calls: _Once | None = None
         self._pending: list[_Pending] = []
         self._known: set[str] = set()
         self._emitted: set[str] = set()
@@ -670,7 +671,7 @@ class TurnJudge:
     @property
     def calls(self) -> int:
         """Model calls so far, each counted once, whether or not they report token usage (a task's turns)."""
-        return len(self._calls.counted)
+        return len(self._calls.counted) if self._calls is not None else 0
 
     @property
     def pending(self) -> int:
@@ -689,7 +690,11 @@ class TurnJudge:
             if turn.results is not None and self._pending:
                 out += self._complete(turn)
             self._request(turn)
-        self._calls.first(turn)
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = _Once()
+            self._usage_once = _Once()
+        calls.first(turn)
         usage = self._usage(turn)
         if usage is not None:
             out.append(usage)
@@ -706,7 +711,7 @@ class TurnJudge:
     # -- internals -------------------------------------------------------------------------------------------------
 
     def _usage(self, turn: Turn) -> Step | None:
-        if turn.usage is None or not self._usage_once.first(turn):
+        if turn.usage is None or not self._usage_once.first(turn):  # type: ignore[union-attr]  # made by add
             return None
         model, usage = turn.usage
         return Step(span_id=turn.span_id, parent_span_id=turn.parent_span_id, start_ns=turn.start_ns,

@@ -1,8 +1,8 @@
 """The per-trace assembly of spans received in requests (``serve``): :meth:`RequestReader.sort` puts each of a
 request's spans into its trace's :class:`SpanBatch` (no lock held), :meth:`ReceivedTrace.take` judges a batch under
 the trace's lock and adds what it told to the request's :class:`RequestTold`, and :meth:`ReceivedTrace.finish` judges
-the trace exactly when it finishes (:class:`TraceFinish`). The adapter (``serve``'s table) keeps the rest: which
-traces are open, finished, reopened or evicted, their kept bytes, and its counters.
+the trace exactly when it finishes (:class:`TraceFinish`). Which traces are open, finished, reopened or evicted,
+and their kept bytes, are :mod:`.received_traces`'; ``serve``'s table keeps its counters.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .extract import ROLE_AGENT, ROLE_LLM, Extractor, conversation_id
 from .intake import SpanTrace, StepReader
 from .model_calls import ORIGIN_DERIVED, Turn
 from .span import SpanRecord
-from .unread import UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
+from .unread import MAX_KEYS, UNKNOWN_ATTRIBUTES, Unread, UnreadTrace, structure_span
 from .verdicts import RECEIVED, VerdictEvent, verdict_event
 from .versions import VersionReader, Versions, version_keys
 
@@ -151,6 +151,15 @@ class RequestTold:
         self.duplicates = 0
         self.tool_calls = 0
         self.reordered = 0
+
+    def merged_unread(self) -> list[Unread]:
+        """The unread causes, one per reason over the request's traces: the keys seen (bounded), the spans summed."""
+        by_reason: dict[str, tuple[set[str], int]] = {}
+        for note in self.unread:
+            keys, spans = by_reason.get(note.reason, (set(), 0))
+            keys.update(note.keys)
+            by_reason[note.reason] = (keys, spans + note.spans)
+        return [Unread(reason, tuple(sorted(keys))[:MAX_KEYS], spans) for reason, (keys, spans) in by_reason.items()]
 
 
 class ReceivedTrace(SpanTrace):

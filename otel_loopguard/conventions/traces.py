@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import gc
 import sys
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -29,6 +28,7 @@ from ..core.agent_steps import NEWS_ONLY
 from ..core.engine import LoopEngine
 from ..core.judge import Step, TraceJudge, TraceReport
 from ..core.model import STEP_AGENT, STEP_HANDOFF
+from ..core.store import TraceMap
 from .extract import ROLE_AGENT, ROLE_LLM, ROLE_TOOL
 from .intake import SpanTrace, StepReader
 from .nesting import CONVENTION_NESTING
@@ -113,8 +113,9 @@ class TraceCollector:
         self._group_by = tuple(group_by)
         self._observed_at = observed_at
         self._max_bytes = max_buffer_bytes
-        self._held: OrderedDict[int, _Held] = OrderedDict()
-        self._released: OrderedDict[int, None] = OrderedDict()
+        # Held traces, least recently active first; ids of those released early remembered (later spans: partial).
+        self._held: TraceMap[int, _Held, bool] = TraceMap(remember=_MAX_RELEASED_IDS)
+        self._get = self._held.get  # bound once: one lookup per span
         self._order = 0
         self._bytes = 0
         self._last: int | None = None
@@ -140,16 +141,16 @@ class TraceCollector:
             Reports of traces released early to stay within the buffer (usually none).
         """
         trace_id = span.trace_id
-        held = self._held.get(trace_id)
+        held = self._get(trace_id)
         if held is None:
             self._order += 1
-            partial = trace_id in self._released
-            held = self._held[trace_id] = _Held(self._order, partial)
+            held = _Held(self._order, self._held.recall(trace_id) is not None)
+            self._held.add(trace_id, held)
             self._bytes += TRACE_OVERHEAD_BYTES
             self._last = trace_id
         elif trace_id != self._last:
             # Least recently active first; a trace's spans mostly come together, so this is rarely needed.
-            self._held.move_to_end(trace_id)
+            self._held.touch(trace_id)
             self._last = trace_id
         if span.end_ns > held.max_end_ns:
             held.max_end_ns = span.end_ns
@@ -185,7 +186,7 @@ class TraceCollector:
             return
         added = self._add_lane_step(held, step) if step.kind == STEP_HANDOFF else self._hold(held, step)
         if added:
-            held.tool_read(step, span, self._extractor, held.unread_now())
+            held.tool_read(step, span, self._extractor, held.unread or held.unread_now())
         if not held.has_tools:
             # Its calls are read from tool spans: the model turns keep only their usage.
             held.has_tools = True
@@ -222,8 +223,7 @@ class TraceCollector:
     def finish(self) -> list[TraceReport]:
         """Judge every held trace (the input ended); returns their reports in order of first appearance."""
         with _collector_paused():
-            held = sorted(self._held.items(), key=lambda item: item[1].order)
-            self._held.clear()
+            held = sorted(self._held.pop_all(), key=lambda item: item[1].order)
             self._bytes = 0
             self._last = None
             return [self._report(trace_id, h) for trace_id, h in held]
@@ -263,15 +263,13 @@ class TraceCollector:
     def _release_oldest(self) -> list[TraceReport]:
         out = []
         while self._bytes > self._max_bytes and self._held:
-            trace_id, held = self._held.popitem(last=False)
+            trace_id, held = self._held.pop_oldest()
             if trace_id == self._last:
                 self._last = None
             self._bytes -= TRACE_OVERHEAD_BYTES + (held.judge.kept_bytes if held.judge is not None else 0)
             self._bytes -= held.turns.held_bytes() if held.turns is not None else 0
             self.early_releases += 1
-            self._released[trace_id] = None
-            if len(self._released) > _MAX_RELEASED_IDS:
-                self._released.popitem(last=False)
+            self._held.remember(trace_id, True)
             held.partial = True
             out.append(self._report(trace_id, held))
         return out
@@ -332,7 +330,11 @@ class TraceCollector:
             report = dataclasses.replace(report, unread=tuple(c.as_dict() for c in causes))
         if self._read_versions is not None:
             report = dataclasses.replace(report, versions=held.versions.values())
-        return dataclasses.replace(report, task=held.task(judge))
+        report = dataclasses.replace(report, task=held.task(judge))
+        # Reported: its judge and turns go now, not when the input's last trace is (``audit``'s peak memory).
+        held.judge = None
+        held.turns = None
+        return report
 
 
 class AssembledTrace(msgspec.Struct, frozen=True):

@@ -105,9 +105,12 @@ def test_a_tool_span_stops_deriving_calls_from_model_spans() -> None:
 def test_a_refused_model_call_marks_the_trace_refused() -> None:
     """A model span whose finish reason is a content filter makes the task's outcome refused."""
     record = TraceRecord()
-    record.model_read({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("stop",)})
-    assert not record.refused
-    record.model_read({"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("content_filter",)})
+    extractor = Extractor()
+    for span_id, reason in ((1, "stop"), (2, "content_filter")):
+        assert not record.refused
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": (reason,)}
+        record.model_span(extractor, attrs, "chat m", span_id, None, 0, 1, context=False, agent=None,
+                          with_news=False)
     assert record.refused
 
 

@@ -359,3 +359,11 @@ def test_a_failed_result_makes_a_failed_derived_call() -> None:
     [step] = judge.add(_turn(2, 2, 3, results=[("t1", Failed(_RATE, "RateLimitError"))]))
     assert step.call is not None
     assert (step.call.result, step.call.result_captured, step.call.error) == (_RATE, True, "RateLimitError")
+
+
+def test_a_turn_judge_counts_no_model_call_before_its_first_turn() -> None:
+    """A new turn judge (its once-sets not made yet) counts 0 model calls; one turn makes it 1."""
+    judge = TurnJudge()
+    assert judge.calls == 0
+    judge.add(Turn(span_id=1, parent_span_id=None, start_ns=0, end_ns=1, response_id=None, usage=None))
+    assert judge.calls == 1

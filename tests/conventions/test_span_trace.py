@@ -98,3 +98,15 @@ def test_a_structure_span_that_gave_a_step_is_read() -> None:
     stepped = SpanTrace()
     stepped.other_read(chain, Step(span_id=5, parent_span_id=None, start_ns=0, end_ns=10))
     assert stepped.unread_now().causes() == []
+
+
+def test_audit_drops_a_trace_judge_and_turns_once_reported() -> None:
+    """A reported trace keeps neither its judge nor its model turns (audit's peak memory), and the report still
+    counts the fixture's four model calls and three tool calls."""
+    collector = TraceCollector(LoopEngine(LoopGuardConfig()))
+    list(collector.add_all(read_spans(str(FIXTURE)), str(FIXTURE)))
+    [held] = collector._held.values()
+    assert held.judge is not None and held.turns is not None
+    [report] = collector.finish()
+    assert held.judge is None and held.turns is None
+    assert _figures(report.task)[2:4] == (4, 3)
