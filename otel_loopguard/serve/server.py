@@ -64,6 +64,7 @@ from ..core.judge import TraceReport
 from ..errors import ConfigError
 from ..sdk.emit import Emitter
 from .exporting import Receiver, bind_error, check_free, export_environ, forward_refusal
+from .figures import FinishedTrace, ServeStats
 from .grpc_server import OTLPGrpcServer
 from .request import JSON, PartialSuccess
 from .settings import (
@@ -76,7 +77,7 @@ from .settings import (
     read_serve_table,
 )
 from .status import DEFAULT_STATUS, StatusBoard, StatusServer, trace_link
-from .table import FinishedTrace, ServeStats, TraceTable
+from .table import TraceTable
 
 if TYPE_CHECKING:
     from .http_server import ConnectionStats, OTLPHTTPServer

@@ -14,7 +14,7 @@ import logging
 import ssl
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,9 +23,10 @@ from typing import Any
 from ..conventions.span import SpanRecord
 from ..conventions.verdicts import VerdictEvent
 from ..core.escape import bounded_name, escaped
+from ..core.store import TraceMap
 from ..errors import ConfigError
+from .figures import FinishedTrace, HeldTrace, ServeStats
 from .settings import BearerToken
-from .table import FinishedTrace, HeldTrace, ServeStats
 
 __all__ = ["DEFAULT_STATUS", "MAX_EVENTS", "MAX_FINISHED", "StatusBoard", "StatusServer", "render_html",
            "trace_link"]
@@ -91,7 +92,7 @@ class StatusBoard:
         self._clock, self._wall = clock, wall
         self._lock = threading.Lock()
         # trace id -> (service, first seen), oldest first (bounded: the oldest is forgotten).
-        self._seen: OrderedDict[int, tuple[str, float]] = OrderedDict()
+        self._seen: TraceMap[int, tuple[str, float], None] = TraceMap(self._max)
         # trace id -> agent named by its last event (bounded with _seen).
         self._agents: dict[int, str] = {}
         self._events: deque[EventRow] = deque(maxlen=MAX_EVENTS)
@@ -107,9 +108,8 @@ class StatusBoard:
             for span in spans:
                 if span.trace_id not in seen:
                     service = span.resource.get(_SERVICE_KEY)
-                    seen[span.trace_id] = (bounded_name(service) if isinstance(service, str) else "", now)
-                    if len(seen) > self._max:
-                        old, _ = seen.popitem(last=False)
+                    first = (bounded_name(service) if isinstance(service, str) else "", now)
+                    for old, _ in seen.add(span.trace_id, first):
                         self._agents.pop(old, None)
 
     def event(self, event: VerdictEvent) -> None:

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from otel_loopguard.conventions.span import SpanRecord
 from otel_loopguard.errors import ConfigError
+from otel_loopguard.serve.figures import HeldTrace, ServeStats
 from otel_loopguard.serve.server import Server
-from otel_loopguard.serve.status import MAX_EVENTS
+from otel_loopguard.serve.status import MAX_EVENTS, StatusBoard
 from tests.support.agent_step_fixtures import AGENT_FIXTURES
 
 from ._loop_request import loop_request
@@ -119,3 +121,16 @@ def test_a_model_turn_loop_shows_its_step_kind() -> None:
         ("working", "stuck", "model", "nudge", 0)]
     assert [(t["verdict"], t["step_kind"]) for t in done["finished"]] == [("stuck", "model")]
     assert "<th>step_kind</th>" in page and "<td>model</td>" in page
+
+
+def test_the_board_remembers_services_of_max_traces_traces_only() -> None:
+    """With room for 2 traces, traces 1, 2, 3 seen in turn: 1 is forgotten (no service, aged from now), 3 keeps its
+    service and its first-seen time (seen at 10, shown at 12: age 2)."""
+    now = [10.0]
+    board = StatusBoard(2, clock=lambda: now[0])
+    board.spans([SpanRecord(t, 1, None, "root", 0, 1, {}, {"service.name": f"svc{t}"}) for t in (1, 2, 3)])
+    now[0] = 12.0
+    held = [HeldTrace(1, "working", 0, None, None), HeldTrace(3, "working", 0, None, None)]
+    doc = board.snapshot(held, ServeStats(0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    assert [(row["trace_id"], row["service"], row["age_s"]) for row in doc["traces"]] == [
+        (f"{3:032x}", "svc3", 2.0), (f"{1:032x}", "", 0.0)]

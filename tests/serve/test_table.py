@@ -81,6 +81,22 @@ def test_a_duplicate_after_the_trace_finished_is_recognised_and_not_published_ag
     assert (stats.duplicate_spans, stats.late_spans, stats.finished_traces) == (1, 1, 1)
 
 
+def test_finished_traces_are_remembered_up_to_max_traces_the_oldest_forgotten() -> None:
+    """With max_traces=2, traces 1, 2, 3 finished in turn: 1 is forgotten (its later span starts a new trace of one
+    call, not late), 3 is remembered (its later span continues it: late, two calls)."""
+    table = TraceTable(LoopEngine(LoopGuardConfig(max_traces=2)), idle=30)
+    for trace_id in (1, 2, 3):
+        table.add([tool_span(10, 0, trace_id=trace_id)], now=0)
+        table.finish_all()
+    table.add([tool_span(11, 1, args='{"q": "y"}', trace_id=1)], now=1)
+    assert table.stats().late_spans == 0
+    table.add([tool_span(11, 1, args='{"q": "y"}', trace_id=3)], now=1)
+    assert table.stats().late_spans == 1
+    _, finished = table.finish_all()
+    assert [(f.report.trace_id, f.report.steps_used) for f in finished] == [(f"{1:032x}", 1), (f"{3:032x}", 2)]
+    assert table.stats().finished_traces == 5
+
+
 class _CountingEngine(LoopEngine):
     """The real engine, counting the calls it judges."""
 
