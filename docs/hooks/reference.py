@@ -1,10 +1,12 @@
-"""MkDocs hook: the configuration and command-line reference pages, generated from the code at every build.
+"""MkDocs hook: the reference pages (configuration, command line, the processor's API), generated from the code.
 
 A page holds a marker (``<!-- reference: configuration -->``, ``<!-- reference: environment -->``,
-``<!-- reference: cli -->``) that is replaced by Markdown rendered from otel_loopguard itself: the configuration
-classes' fields, defaults and ``Args:`` docstrings, the documented constants of ``environment_variables.py``, and
-the argparse parsers' help. Written once, in the code, so the reference cannot drift from it; a setting without a
-description fails the build (``mkdocs build --strict`` in CI).
+``<!-- reference: cli -->``, ``<!-- reference: processor -->``) that is replaced by Markdown rendered from
+otel_loopguard itself: the configuration classes' fields, defaults and ``Args:`` docstrings, the documented constants
+of ``environment_variables.py``, the argparse parsers' help, and every public member of ``LoopGuardSpanProcessor``
+(those its base classes define included) with its signature and docstring. Written once, in the code, so the
+reference cannot drift from it; a setting without a description, or a public member without a docstring, fails the
+build (``mkdocs build --strict`` in CI).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from otel_loopguard import LoopGuardSpanProcessor
 from otel_loopguard.cli import build_parser
+from otel_loopguard.conventions.live import Host
 from otel_loopguard.core import environment_variables
 from otel_loopguard.core.config import LeasePolicy, LoopGuardConfig, Prices, RetryPolicy, ToolSettings, env_name
 
@@ -159,10 +163,67 @@ def render_cli() -> str:
     return "\n".join(parts)
 
 
+_SECTIONS = ("Args:", "Returns:", "Raises:", "Attributes:")
+
+
+def _docstring_markdown(doc: str) -> str:
+    """A Google-style docstring as Markdown: each section's label in bold, each of its entries a list item."""
+    out: list[str] = []
+    in_section = False
+    for line in doc.splitlines():
+        if line.strip() in _SECTIONS:
+            in_section = True
+            out += ["", f"**{line.strip()[:-1]}**", ""]
+        elif in_section and line.startswith("    ") and not line.startswith("     "):
+            entry = re.match(r"^    (\w+): (.*)$", line)
+            item = f"`{entry.group(1)}`: {entry.group(2)}" if entry else line.strip()
+            if entry or not out[-1].startswith("- "):
+                out.append(f"- {item}")
+            else:
+                out[-1] += f" {item}"
+        elif in_section and line.startswith("    "):
+            out[-1] += f" {line.strip()}"
+        else:
+            in_section = in_section and bool(line.strip())
+            out.append(line)
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", "\n".join(out)).replace("``", "`")
+    return text.strip() + "\n"
+
+
+def _signature(member: Any) -> str:
+    """A callable's parameters without annotations and without ``self``."""
+    parameters = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in inspect.signature(member).parameters.values() if p.name != "self"]
+    return str(inspect.Signature(parameters))
+
+
+def render_processor() -> str:
+    """The constructor, then every public member of the processor, wherever its class hierarchy defines it; the
+    members the live assembler calls (its ``Host`` protocol) last, apart."""
+    cls = LoopGuardSpanProcessor
+    public = sorted(name for name in dir(cls) if not name.startswith("_"))
+    asked = {name for name in vars(Host) if not name.startswith("_")}
+    parts = [f"### `LoopGuardSpanProcessor{_signature(cls.__init__)}`", "",
+             _docstring_markdown(inspect.getdoc(cls) or "")]
+    for group, names in (("", [n for n in public if n not in asked]),
+                         ("### Called by the live assembler, not by applications", [n for n in public if n in asked])):
+        if group:
+            parts += [group, ""]
+        for name in names:
+            member = getattr(cls, name)
+            doc = inspect.getdoc(member)
+            if not doc:
+                raise ValueError(f"LoopGuardSpanProcessor.{name} has no docstring")
+            shown = name if isinstance(inspect.getattr_static(cls, name), property) else f"{name}{_signature(member)}"
+            parts += [f"#### `{shown}`", "", _docstring_markdown(doc)]
+    return "\n".join(parts)
+
+
 _MARKERS: dict[str, Callable[[], str]] = {
     "<!-- reference: configuration -->": render_configuration,
     "<!-- reference: environment -->": render_environment,
     "<!-- reference: cli -->": render_cli,
+    "<!-- reference: processor -->": render_processor,
 }
 
 
@@ -175,4 +236,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 
 
 __all__ = ["field_descriptions", "on_page_markdown", "render_cli", "render_configuration",
-           "render_environment"]
+           "render_environment", "render_processor"]

@@ -143,3 +143,18 @@ def test_the_pydantic_ai_example_prints_a_stuck_verdict_and_the_stop() -> None:
         "run stopped: loopguard stopped the run: made the same search call 4 times with the same result, and it "
         "went on after a nudge",
     ]
+
+
+def test_the_processor_reference_shows_every_public_member_with_its_docstring() -> None:
+    """Each public member of the processor, also those its base classes define, has a heading and its docstring."""
+    text = _hook().render_processor()
+    for heading in ("#### `verdict(trace_id)`", "#### `check(trace_id=None)`", "#### `resolve(trace_id, approved)`",
+                    "#### `add_listener(listener)`", "#### `errors`", "#### `tracked_traces`",
+                    "#### `force_flush(timeout_millis=30000)`", "#### `shutdown()`", "#### `on_start(span, "
+                    "parent_context=None)`", "#### `on_end(span)`", "#### `learn(trace_id, record)`"):
+        assert heading in text, heading
+    # check's Returns section, a list item with the inline literals turned into Markdown code.
+    assert "**Returns**\n\n- `stop` once the trace was stopped" in text
+    # The assembler's questions come last, under their own heading.
+    assert text.index("### Called by the live assembler") < text.index("#### `publish(event, target)`")
+    assert text.index("#### `verdict(trace_id)`") < text.index("### Called by the live assembler")
