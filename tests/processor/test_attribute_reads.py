@@ -79,8 +79,8 @@ def test_spans_without_the_sdk_fields_are_read_through_the_public_mapping(deferr
 
 
 #: SDK releases whose ``Span._attributes._dict`` the hooks were checked against (the lowest the package accepts,
-#: pyproject.toml's ``opentelemetry-sdk>=1.39``, to the one this suite was last run with).
-CHECKED_SDK = ((1, 39), (1, 45))
+#: pyproject.toml's ``opentelemetry-sdk>=1.45``, to the one this suite was last run with).
+CHECKED_SDK = ((1, 45), (1, 45))
 
 
 def test_the_private_attribute_read_is_pinned_to_checked_sdk_versions() -> None:
