@@ -148,8 +148,6 @@ class TraceTable:
 def _held(trace: HeldReceived) -> HeldTrace:
     """An open trace as the status page shows it (caller holds its lock)."""
     judge = trace.judge
-    cost = judge.cost if judge.seen_usage else None
     verdict = judge.verdict
-    return HeldTrace(trace.trace_id, verdict.kind, judge.steps,
-                     cost.usd if cost is not None and not cost.unpriced_tokens else None,
-                     trace.context[0], trace.tenant, verdict.step_kind)
+    return HeldTrace(trace.trace_id, verdict.kind, judge.steps, judge.known_cost, trace.context[0], trace.tenant,
+                     verdict.step_kind)
